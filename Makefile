@@ -1,0 +1,49 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "chatgate needs Python 3.11 or newer; set PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $@ $(VENV)/.installed-run
+
+## run: install, migrate and start everything on this machine (SQLite, web chat on :8080)
+run: $(VENV)/.installed-run
+	$(BIN)/chatgate migrate
+	exec $(BIN)/chatgate run
+
+## test: install with test extras, lint, type-check, then the suite on SQLite and PostgreSQL
+test: $(VENV)/.installed-test lint pytest
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+pytest: pytest-sqlite pytest-postgres
+
+pytest-sqlite: $(VENV)/.installed-test
+	scripts/ensure-chromium
+	CHATGATE_TEST_DATABASE=sqlite $(BIN)/pytest
+
+pytest-postgres: $(VENV)/.installed-test
+	CHATGATE_TEST_DATABASE=postgresql $(BIN)/pytest -m "not browser"
+
+## bench: benchmarks that print ratios against a baseline run side by side
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,139 @@
+"""The built-in web chat: parse the JSON API's bodies, check who may use it, deliver replies.
+
+For the web chat the database *is* the delivery medium: a reply is delivered once its
+message row exists (the turn journals it before sending), so :class:`WebSender` only wakes
+the browsers watching the conversation. Browsers also poll, so a reply written by another
+gateway process still arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from adapters.base import BadRequest, Forbidden, Unauthorized
+from agent_core.events import ConversationKey, InboundMessage, Reply
+from agent_core.records import ConversationRecord, MessageRecord
+
+WORKSPACE = "local"
+MAX_TEXT = 32_000
+_USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+
+
+def parse_message(body: object, *, event_id: str | None = None) -> InboundMessage:
+    """Turn a ``POST /api/messages`` body into an inbound event, or raise BadRequest."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    conversation = body.get("conversation")
+    text = body.get("text")
+    user = body.get("user", "local")
+    client_id = body.get("id", event_id)
+    if not isinstance(conversation, str) or not conversation.strip():
+        raise BadRequest("'conversation' must be a non-empty string")
+    if len(conversation) > 200:
+        raise BadRequest("'conversation' must be at most 200 characters")
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequest("'text' must be a non-empty string")
+    if len(text) > MAX_TEXT:
+        raise BadRequest(f"'text' must be at most {MAX_TEXT} characters")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    if client_id is not None and (not isinstance(client_id, str) or not 0 < len(client_id) <= 128):
+        raise BadRequest("'id' must be a string of 1-128 characters")
+    return InboundMessage(
+        platform="web",
+        workspace=WORKSPACE,
+        channel=conversation.strip(),
+        user=f"web:{user}",
+        text=text,
+        platform_event_id=client_id or uuid.uuid4().hex,
+    )
+
+
+def check_access(*, remote: str | None, presented: str | None, token: str | None) -> None:
+    """Allow the token holder, or anyone on loopback when no token is configured."""
+    if token is not None:
+        if presented is None or not hmac.compare_digest(presented.encode(), token.encode()):
+            raise Unauthorized("a valid web chat token is required")
+        return
+    if not is_loopback(remote):
+        raise Forbidden("the web chat only answers on loopback unless CHATGATE_WEB_TOKEN is set")
+
+
+def is_loopback(remote: str | None) -> bool:
+    """True for 127.0.0.0/8, ::1 and IPv4-mapped loopback addresses."""
+    if not remote:
+        return False
+    try:
+        address = ipaddress.ip_address(remote.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def message_item(message: MessageRecord) -> dict[str, Any]:
+    """A message as the JSON API shows it."""
+    return {
+        "id": message.id,
+        "role": message.role,
+        "text": message.text,
+        "author": message.author,
+        "created_at": message.created_at.isoformat(),
+    }
+
+
+def conversation_item(conversation: ConversationRecord) -> dict[str, Any]:
+    """A conversation as the JSON API lists it."""
+    return {
+        "id": conversation.id,
+        "name": conversation.key.channel,
+        "platform": conversation.key.platform,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+    }
+
+
+class WebHub:
+    """Wakes the streams watching a conversation when something new is stored in it."""
+
+    def __init__(self) -> None:
+        self._waiters: defaultdict[ConversationKey, set[asyncio.Event]] = defaultdict(set)
+
+    def publish(self, conversation: ConversationKey) -> None:
+        """Wake every stream of this conversation."""
+        for waiter in self._waiters.get(conversation, ()):
+            waiter.set()
+
+    async def wait(self, conversation: ConversationKey, *, within: float) -> None:
+        """Return when the conversation changes, or after ``within`` seconds."""
+        waiter = asyncio.Event()
+        self._waiters[conversation].add(waiter)
+        try:
+            async with asyncio.timeout(within):
+                await waiter.wait()
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters[conversation].discard(waiter)
+            if not self._waiters[conversation]:
+                del self._waiters[conversation]
+
+
+class WebSender:
+    """Delivers web replies: the row is already stored, so wake the conversation's streams."""
+
+    def __init__(self, hub: WebHub) -> None:
+        self._hub = hub
+
+    async def send(self, reply: Reply) -> str:
+        """Publish the reply to the streams; the receipt is the reply's delivery key."""
+        self._hub.publish(reply.conversation)
+        return f"web:{reply.idempotency_key}"

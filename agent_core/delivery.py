@@ -1,0 +1,36 @@
+"""The outbound port: deliver a reply to its platform and return the platform's receipt."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from agent_core.errors import DeliveryError
+from agent_core.events import Platform, Reply
+
+
+class Outbound(Protocol):
+    """Something that can put a reply in front of people."""
+
+    async def send(self, reply: Reply) -> str:
+        """Deliver ``reply`` and return the platform's message id (the receipt).
+
+        ``reply.idempotency_key`` is stable across resends of the same reply; platforms
+        that can dedupe on it (a nonce, a stored key) must, so a resend after a crash does
+        not show the reply twice. Raise ``DeliveryError`` when it cannot be delivered.
+        """
+        ...
+
+
+class OutboundRouter:
+    """Routes each reply to the sender registered for its conversation's platform."""
+
+    def __init__(self, senders: Mapping[Platform, Outbound]) -> None:
+        self._senders = dict(senders)
+
+    async def send(self, reply: Reply) -> str:
+        """Deliver through the platform's sender."""
+        sender = self._senders.get(reply.conversation.platform)
+        if sender is None:
+            raise DeliveryError(f"no sender configured for {reply.conversation.platform}")
+        return await sender.send(reply)

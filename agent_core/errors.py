@@ -1,0 +1,58 @@
+"""Errors raised by the agent core.
+
+    ChatgateError
+    ├── ConfigError            a setting is missing or invalid (exit code 2)
+    ├── RuntimeFailure         something failed while running (exit code 1)
+    │   ├── ModelError         every model (and fallback) failed for a call
+    │   ├── StorageError       the database refused or could not be reached
+    │   └── DeliveryError      an outbound message could not be delivered
+    └── Signal                 control flow that is not a failure
+        └── LeaseLost          another process took over a conversation's lease
+
+Exceptions keep their arguments in ``args`` so they pickle across process boundaries.
+"""
+
+from __future__ import annotations
+
+
+class ChatgateError(Exception):
+    """Base class of every error chatgate raises on purpose."""
+
+
+class ConfigError(ChatgateError):
+    """A setting is missing or has a value chatgate cannot use.
+
+    ``key`` names the setting the way the user writes it (e.g. ``CHATGATE_PORT``).
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(key, reason)
+        self.key = key
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.reason}"
+
+
+class RuntimeFailure(ChatgateError):
+    """Something failed while chatgate was running."""
+
+
+class ModelError(RuntimeFailure):
+    """The model (and every fallback) failed for one call."""
+
+
+class StorageError(RuntimeFailure):
+    """The database could not be reached or refused a write."""
+
+
+class DeliveryError(RuntimeFailure):
+    """An outbound message could not be delivered to its platform."""
+
+
+class Signal(ChatgateError):
+    """Control flow that is not a failure."""
+
+
+class LeaseLost(Signal):
+    """This process no longer holds the conversation's lease: stop and let the holder run."""

@@ -1,0 +1,226 @@
+"""The common event schema: what adapters produce and consume, and nothing else.
+
+Inbound events (``InboundMessage``, ``ButtonPress``, ``Command``, ``ScheduledPrompt``)
+come from a platform or the scheduler; outbound events (``Reply``, ``ApprovalPrompt``,
+``Edit``) go to one. Every event is a frozen dataclass with a ``kind`` discriminator and
+round-trips through JSON with :func:`event_to_json` / :func:`event_from_json`, so events can
+be journaled, queued and replayed without the platform SDK objects they came from.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, JsonValue, TypeAdapter
+
+Platform: TypeAlias = Literal["slack", "discord", "telegram", "web"]
+PLATFORMS: tuple[Platform, ...] = ("slack", "discord", "telegram", "web")
+
+
+def utcnow() -> datetime:
+    """Return the current time as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationKey:
+    """Where a conversation lives: one per (platform, workspace, channel, thread)."""
+
+    platform: Platform
+    workspace: str
+    channel: str
+    thread: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.platform, self.workspace, self.channel]
+        if self.thread is not None:
+            parts.append(self.thread)
+        return ":".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRef:
+    """A message already on a platform (to reply to, or to edit)."""
+
+    conversation: ConversationKey
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """A file that came with a message; fetched lazily by whoever needs its bytes."""
+
+    name: str
+    mime_type: str | None = None
+    size: int | None = None
+    url: str | None = None
+    platform_file_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InboundMessage:
+    """A person wrote something the agent should answer.
+
+    ``reply_to`` is the platform's id for the message a reply should answer (normally this
+    message itself: Slack ``ts``, Telegram ``message_id``); ``platform_event_id`` is what the
+    ingress ledger dedupes on.
+    """
+
+    kind: Literal["message"] = "message"
+    platform: Platform
+    workspace: str
+    channel: str
+    thread: str | None = None
+    user: str
+    text: str
+    mentions: tuple[str, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    reply_to: str | None = None
+    platform_event_id: str
+    received_at: datetime = field(default_factory=utcnow)
+    raw: dict[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def conversation(self) -> ConversationKey:
+        """The conversation this message belongs to."""
+        return ConversationKey(
+            platform=self.platform,
+            workspace=self.workspace,
+            channel=self.channel,
+            thread=self.thread,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ButtonPress:
+    """A person pressed a button we rendered (an approval, or another action)."""
+
+    kind: Literal["button"] = "button"
+    platform: Platform
+    workspace: str
+    channel: str
+    thread: str | None = None
+    user: str
+    approval_id: str | None = None
+    action: str
+    message: MessageRef | None = None
+    platform_event_id: str
+    received_at: datetime = field(default_factory=utcnow)
+    raw: dict[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def conversation(self) -> ConversationKey:
+        """The conversation the pressed message belongs to."""
+        return ConversationKey(
+            platform=self.platform,
+            workspace=self.workspace,
+            channel=self.channel,
+            thread=self.thread,
+        )
+
+
+CommandName: TypeAlias = Literal[
+    "help", "new", "jobs", "cancel", "bg", "approve", "deny", "usage", "schedule"
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """A text command (``/approve ID``, ``jobs``, ``bg PROMPT`` ...)."""
+
+    kind: Literal["command"] = "command"
+    platform: Platform
+    workspace: str
+    channel: str
+    thread: str | None = None
+    user: str
+    name: CommandName
+    args: str = ""
+    platform_event_id: str
+    received_at: datetime = field(default_factory=utcnow)
+    raw: dict[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def conversation(self) -> ConversationKey:
+        """The conversation the command was typed in."""
+        return ConversationKey(
+            platform=self.platform,
+            workspace=self.workspace,
+            channel=self.channel,
+            thread=self.thread,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduledPrompt:
+    """A schedule fired: run ``prompt`` in ``conversation`` as ``user``."""
+
+    kind: Literal["scheduled"] = "scheduled"
+    conversation: ConversationKey
+    user: str
+    prompt: str
+    schedule_id: str
+    run_id: str
+    scheduled_for: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """Text from the agent to a conversation; ``idempotency_key`` makes a resend safe."""
+
+    kind: Literal["reply"] = "reply"
+    conversation: ConversationKey
+    text: str
+    reply_to: str | None = None
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPrompt:
+    """Ask for permission to run a tool, rendered as native buttons."""
+
+    kind: Literal["approval_prompt"] = "approval_prompt"
+    conversation: ConversationKey
+    approval_id: str
+    tool: str
+    arguments: dict[str, JsonValue]
+    requested_by: str
+    reply_to: str | None = None
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Edit:
+    """Replace the text of a message we sent (e.g. an approval prompt once decided)."""
+
+    kind: Literal["edit"] = "edit"
+    message: MessageRef
+    text: str
+    idempotency_key: str
+
+
+InboundEvent: TypeAlias = InboundMessage | ButtonPress | Command | ScheduledPrompt
+OutboundEvent: TypeAlias = Reply | ApprovalPrompt | Edit
+Event: TypeAlias = InboundEvent | OutboundEvent
+
+
+@functools.cache
+def _adapter() -> TypeAdapter[Any]:
+    return TypeAdapter(Annotated[Event, Field(discriminator="kind")])
+
+
+def event_to_json(event: Event) -> str:
+    """Serialize any event to JSON text (datetimes as ISO-8601 with offset)."""
+    return _adapter().dump_json(event).decode()
+
+
+def event_from_json(text: str | bytes) -> Event:
+    """Parse JSON text produced by :func:`event_to_json` back into the same event.
+
+    Raises ``pydantic.ValidationError`` when the text is not a valid event.
+    """
+    event: Event = _adapter().validate_json(text)
+    return event

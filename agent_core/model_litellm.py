@@ -1,0 +1,134 @@
+"""The model port over litellm's Router: retries, cooldowns and fallbacks are litellm's.
+
+litellm takes seconds to import, so nothing here imports it at module level: the first
+call (or :meth:`LiteLLMModel.warm_up`, which the gateway runs in the background once it is
+ready) does, in a thread so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agent_core.errors import ModelError
+from agent_core.model import ChatMessage, ModelReply
+
+_PRIMARY = "chatgate-primary"
+_DEFAULT_CONTEXT = 8192
+
+
+def _litellm() -> Any:
+    # Use the cost map shipped in the wheel instead of fetching one at import.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return importlib.import_module("litellm")
+
+
+@contextlib.contextmanager
+def _mapped_errors(model: str) -> Iterator[None]:
+    """Map litellm's (and its providers') exceptions to ModelError, once, at the edge."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except Exception as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelError(f"{model}: {message}") from exc
+
+
+class LiteLLMModel:
+    """A chat model reached through ``litellm.Router``."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        fallbacks: Sequence[str] = (),
+        timeout: float = 120.0,
+        retries: int = 2,
+        context_tokens: int | None = None,
+    ) -> None:
+        self._model = model
+        self._api_base = api_base
+        self._api_key = api_key
+        self._fallbacks = tuple(fallbacks)
+        self._timeout = timeout
+        self._retries = retries
+        self._context_tokens = context_tokens
+        self._router: Any = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        """The configured primary model."""
+        return self._model
+
+    async def warm_up(self) -> None:
+        """Import litellm and build the router off the event loop."""
+        async with self._lock:
+            if self._router is None:
+                self._router = await asyncio.to_thread(self._build_router)
+
+    def _build_router(self) -> Any:
+        litellm = _litellm()
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        primary: dict[str, Any] = {"model": self._model, "timeout": self._timeout}
+        if self._api_base:
+            primary["api_base"] = self._api_base
+        if self._api_key:
+            primary["api_key"] = self._api_key
+        model_list = [{"model_name": _PRIMARY, "litellm_params": primary}]
+        names = []
+        for index, fallback in enumerate(self._fallbacks):
+            name = f"chatgate-fallback-{index}"
+            names.append(name)
+            params = {"model": fallback, "timeout": self._timeout}
+            model_list.append({"model_name": name, "litellm_params": params})
+        return litellm.Router(
+            model_list=model_list,
+            num_retries=self._retries,
+            fallbacks=[{_PRIMARY: names}] if names else [],
+            timeout=self._timeout,
+            retry_after=0,
+        )
+
+    def context_window(self) -> int:
+        """The configured window, else litellm's figure for the model, else 8192."""
+        if self._context_tokens:
+            return self._context_tokens
+        try:
+            found = _litellm().get_max_tokens(self._model)
+        except Exception:
+            return _DEFAULT_CONTEXT
+        return int(found) if isinstance(found, int) and found > 0 else _DEFAULT_CONTEXT
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """litellm's token count for the model (tiktoken or the provider's tokenizer)."""
+        payload = [{"role": m.role, "content": m.content} for m in messages]
+        try:
+            return int(_litellm().token_counter(model=self._model, messages=payload))
+        except Exception:
+            return sum(len(m.content) // 3 + 4 for m in messages)
+
+    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ModelReply:
+        """One completion through the router (retries and fallbacks included)."""
+        await self.warm_up()
+        payload = [{"role": m.role, "content": m.content} for m in messages]
+        with _mapped_errors(self._model):
+            response = await self._router.acompletion(
+                model=_PRIMARY, messages=payload, max_tokens=max_tokens
+            )
+            choice = response.choices[0]
+            usage = getattr(response, "usage", None)
+            return ModelReply(
+                text=choice.message.content or "",
+                model=str(getattr(response, "model", None) or self._model),
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            )

@@ -1,0 +1,86 @@
+"""Plain records the storage layer returns: no SQLAlchemy objects leave ``storage``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, TypeAlias
+
+from pydantic import JsonValue
+
+from agent_core.events import ConversationKey
+
+Role: TypeAlias = Literal["user", "assistant", "approval", "system"]
+TurnStatus: TypeAlias = Literal["pending", "running", "done", "failed"]
+StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply"]
+StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationRecord:
+    """A conversation and when it last saw activity."""
+
+    id: str
+    key: ConversationKey
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRecord:
+    """One item of a conversation's history, in the order it happened."""
+
+    id: int
+    conversation_id: str
+    role: Role
+    text: str
+    author: str | None
+    turn_id: int | None
+    platform_message_id: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    """One journaled step of a turn (see ``agent_core.loop`` for the step kinds)."""
+
+    turn_id: int
+    seq: int
+    kind: StepKind
+    status: StepStatus
+    input: JsonValue
+    output: JsonValue
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRecord:
+    """A turn: the message that triggered it and the steps journaled so far."""
+
+    id: int
+    conversation_id: str
+    conversation: ConversationKey
+    status: TurnStatus
+    user: str
+    trigger_message_id: int
+    trigger_text: str
+    reply_to: str | None
+    created_at: datetime
+    steps: tuple[StepRecord, ...] = ()
+
+    def step(self, seq: int) -> StepRecord | None:
+        """The journaled step with this sequence number, if any."""
+        for step in self.steps:
+            if step.seq == seq:
+                return step
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accepted:
+    """What the ingress ledger made of an inbound event."""
+
+    conversation_id: str
+    message_id: int
+    turn_id: int
+    duplicate: bool

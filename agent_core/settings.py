@@ -1,0 +1,308 @@
+"""chatgate's settings: environment variables, then ``chatgate.toml``, then defaults.
+
+Every key in CONTRACT.md is a field here. In the environment a key is spelt as in the
+contract (``CHATGATE_PORT``, ``SLACK_BOT_TOKEN``); in ``chatgate.toml`` it is lower-case
+without the ``CHATGATE_`` prefix (``port = 8080``, ``slack_bot_token = "..."``).
+
+Only the wiring points call :func:`load_settings`; everything else receives a
+:class:`Settings` instance.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
+
+from agent_core.errors import ConfigError
+from agent_core.events import PLATFORMS
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are chatgate, a helpful assistant working inside a team chat. "
+    "Answer concisely and say so when you are not sure."
+)
+
+_UNPREFIXED = (
+    "slack_bot_token",
+    "slack_signing_secret",
+    "slack_app_token",
+    "slack_api_url",
+    "telegram_bot_token",
+    "telegram_webhook_secret",
+    "telegram_api_url",
+    "discord_bot_token",
+    "discord_api_url",
+    "discord_gateway_url",
+)
+
+
+def env_name(field: str) -> str:
+    """The environment variable for a settings field (``port`` -> ``CHATGATE_PORT``)."""
+    return field.upper() if field in _UNPREFIXED else f"CHATGATE_{field.upper()}"
+
+
+def _key(field: str) -> Any:
+    return Field(None, validation_alias=AliasChoices(env_name(field), field))
+
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set. Field names are the ``chatgate.toml`` keys."""
+
+    model_config = SettingsConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    host: str = Field("127.0.0.1", validation_alias=AliasChoices("CHATGATE_HOST", "host"))
+    port: int = Field(8080, ge=0, le=65535, validation_alias=AliasChoices("CHATGATE_PORT", "port"))
+    database_url: str = Field(
+        "sqlite+aiosqlite:///./.chatgate/chatgate.db",
+        validation_alias=AliasChoices("CHATGATE_DATABASE_URL", "database_url"),
+    )
+    redis_url: str | None = _key("redis_url")
+    config: Path | None = Field(None, validation_alias=AliasChoices("CHATGATE_CONFIG"))
+
+    model: str | None = _key("model")
+    model_api_base: str | None = _key("model_api_base")
+    model_api_key: SecretStr | None = _key("model_api_key")
+    fallback_models: CommaList = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("CHATGATE_FALLBACK_MODELS", "fallback_models"),
+    )
+    model_context_tokens: int | None = Field(
+        None,
+        ge=256,
+        validation_alias=AliasChoices("CHATGATE_MODEL_CONTEXT_TOKENS", "model_context_tokens"),
+    )
+    model_timeout: float = Field(
+        120.0, gt=0, validation_alias=AliasChoices("CHATGATE_MODEL_TIMEOUT", "model_timeout")
+    )
+    model_retries: int = Field(
+        2, ge=0, le=10, validation_alias=AliasChoices("CHATGATE_MODEL_RETRIES", "model_retries")
+    )
+    reply_max_tokens: int = Field(
+        1024,
+        ge=16,
+        validation_alias=AliasChoices("CHATGATE_REPLY_MAX_TOKENS", "reply_max_tokens"),
+    )
+    system_prompt: str = Field(
+        DEFAULT_SYSTEM_PROMPT,
+        min_length=1,
+        validation_alias=AliasChoices("CHATGATE_SYSTEM_PROMPT", "system_prompt"),
+    )
+
+    admins: CommaList = Field(
+        default_factory=list, validation_alias=AliasChoices("CHATGATE_ADMINS", "admins")
+    )
+    access: Literal["pairing", "allowlist", "open"] = Field(
+        "pairing", validation_alias=AliasChoices("CHATGATE_ACCESS", "access")
+    )
+    allow: CommaList = Field(
+        default_factory=list, validation_alias=AliasChoices("CHATGATE_ALLOW", "allow")
+    )
+    web_token: SecretStr | None = _key("web_token")
+
+    max_concurrent_turns: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        validation_alias=AliasChoices("CHATGATE_MAX_CONCURRENT_TURNS", "max_concurrent_turns"),
+    )
+    lease_seconds: float = Field(
+        30.0, ge=1, validation_alias=AliasChoices("CHATGATE_LEASE_SECONDS", "lease_seconds")
+    )
+    drain_seconds: float = Field(
+        20.0, ge=0, validation_alias=AliasChoices("CHATGATE_DRAIN_SECONDS", "drain_seconds")
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", validation_alias=AliasChoices("CHATGATE_LOG_LEVEL", "log_level")
+    )
+    log_format: Literal["console", "json"] = Field(
+        "console", validation_alias=AliasChoices("CHATGATE_LOG_FORMAT", "log_format")
+    )
+    test_fault: CommaList = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("CHATGATE_TEST_FAULT", "test_fault"),
+        description="Testing only: step boundaries at which the process kills itself.",
+    )
+
+    slack_bot_token: SecretStr | None = _key("slack_bot_token")
+    slack_signing_secret: SecretStr | None = _key("slack_signing_secret")
+    slack_app_token: SecretStr | None = _key("slack_app_token")
+    slack_api_url: str = Field(
+        "https://slack.com/api/", validation_alias=AliasChoices("SLACK_API_URL", "slack_api_url")
+    )
+    telegram_bot_token: SecretStr | None = _key("telegram_bot_token")
+    telegram_webhook_secret: SecretStr | None = _key("telegram_webhook_secret")
+    telegram_api_url: str = Field(
+        "https://api.telegram.org/bot",
+        validation_alias=AliasChoices("TELEGRAM_API_URL", "telegram_api_url"),
+    )
+    discord_bot_token: SecretStr | None = _key("discord_bot_token")
+    discord_api_url: str = Field(
+        "https://discord.com/api/v10",
+        validation_alias=AliasChoices("DISCORD_API_URL", "discord_api_url"),
+    )
+    discord_gateway_url: str = Field(
+        "wss://gateway.discord.gg",
+        validation_alias=AliasChoices("DISCORD_GATEWAY_URL", "discord_gateway_url"),
+    )
+
+    @field_validator("fallback_models", "admins", "allow", "test_fault", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("admins", "allow")
+    @classmethod
+    def _platform_users(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            platform, sep, rest = entry.partition(":")
+            if not sep or not rest or platform not in PLATFORMS:
+                raise ValueError(
+                    f"expected platform:user_id entries with platform one of "
+                    f"{', '.join(PLATFORMS)}, got {entry!r}"
+                )
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if not sep:
+            raise ValueError(
+                "expected a URL like sqlite+aiosqlite:///path.db or postgresql+asyncpg://host/db"
+            )
+        if scheme in ("sqlite", "sqlite+aiosqlite"):
+            return f"sqlite+aiosqlite://{rest}"
+        if scheme in ("postgres", "postgresql", "postgresql+asyncpg"):
+            return f"postgresql+asyncpg://{rest}"
+        raise ValueError(
+            f"unsupported database {scheme!r}: use sqlite+aiosqlite:// or postgresql+asyncpg://"
+        )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("expected redis://host:port/db, rediss://... or unix://path")
+        return value
+
+    @field_validator(
+        "model_api_base", "slack_api_url", "telegram_api_url", "discord_api_url", mode="after"
+    )
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("discord_gateway_url")
+    @classmethod
+    def _ws_url(cls, value: str) -> str:
+        if not value.startswith(("ws://", "wss://")):
+            raise ValueError(f"expected a ws:// or wss:// URL, got {value!r}")
+        return value
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source, reading a given mapping instead of os.environ."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls, case_sensitive=False)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {key.lower(): value for key, value in self._environ.items()}
+
+
+def _config_path(environ: Mapping[str, str]) -> Path | None:
+    configured = environ.get("CHATGATE_CONFIG")
+    if configured:
+        path = Path(configured)
+        if not path.is_file():
+            raise ConfigError("CHATGATE_CONFIG", f"expected a readable TOML file, {path} is not")
+        return path
+    default = Path("chatgate.toml")
+    return default if default.is_file() else None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("CHATGATE_CONFIG", f"{path} is not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError("CHATGATE_CONFIG", f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _field_for(loc: str) -> str | None:
+    lowered = loc.lower()
+    for name, info in Settings.model_fields.items():
+        if lowered == name or lowered == env_name(name).lower():
+            return name
+        if _aliases(info) and lowered in _aliases(info):
+            return name
+    return None
+
+
+def _aliases(info: FieldInfo) -> set[str]:
+    alias = info.validation_alias
+    if isinstance(alias, AliasChoices):
+        return {str(choice).lower() for choice in alias.choices}
+    return set()
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read settings from ``environ`` (default ``os.environ``) and the TOML file.
+
+    Raises :class:`ConfigError` naming the first bad key, spelt the way the user wrote it:
+    the environment variable if it came from there, else the TOML key and file.
+    """
+    environ = os.environ if environ is None else environ
+    path = _config_path(environ)
+    from_file = _read_toml(path) if path else {}
+    from_env = _MappingEnvSource(Settings, environ)()
+    merged: dict[str, Any] = {}
+    for key, value in from_file.items():
+        # Only the lower-case field name is a TOML key; anything else is reported as unknown.
+        merged[key] = value
+    for key, value in from_env.items():
+        merged[_field_for(key) or key] = value
+    if path is not None:
+        merged["config"] = path
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise _config_error(exc, environ=environ, path=path) from None
+
+
+def _config_error(
+    exc: ValidationError, *, environ: Mapping[str, str], path: Path | None
+) -> ConfigError:
+    error = exc.errors(include_url=False)[0]
+    loc = str(error["loc"][0]) if error["loc"] else "?"
+    field = _field_for(loc)
+    if field is None:
+        where = f" in {path}" if path else ""
+        return ConfigError(loc, f"unknown setting{where}; see CONTRACT.md for the keys")
+    variable = env_name(field)
+    in_env = any(k.upper() == variable for k in environ)
+    key = variable if in_env or path is None else f"{field} (in {path})"
+    reason = str(error["msg"])
+    if reason.startswith("Value error, "):
+        reason = reason.removeprefix("Value error, ")
+    value = error.get("input")
+    # Custom checks already quote the value; URLs and tokens may carry credentials.
+    quiet = error["type"] == "value_error" or field.endswith(("_url", "_token", "_key", "_secret"))
+    shown = "" if quiet else f" (got {value!r})"
+    return ConfigError(key, f"{reason[0].lower()}{reason[1:]}{shown}")

@@ -1,0 +1,139 @@
+"""The tables. Migrations in ``migrations/versions`` create exactly these."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit identity.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTCDateTime column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("platform", String(16), nullable=False),
+    Column("workspace", String(255), nullable=False),
+    Column("channel", String(255), nullable=False),
+    # '' when the conversation is not a thread, so the unique key also covers it.
+    Column("thread", String(255), nullable=False, default=""),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Column("lease_owner", String(128)),
+    Column("lease_expires_at", UTCDateTime()),
+    UniqueConstraint("platform", "workspace", "channel", "thread", name="uq_conversations_key"),
+    Index("ix_conversations_platform_updated", "platform", "updated_at"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("author", String(255)),
+    Column("turn_id", Id),
+    # Set for messages the agent sends: makes a resend after a crash a no-op.
+    Column("delivery_key", String(128), unique=True),
+    Column("platform_message_id", String(255)),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_messages_conversation_id_id", "conversation_id", "id"),
+)
+
+ingress = Table(
+    "ingress",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("event_id", String(255), nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("message_id", Id, ForeignKey("messages.id")),
+    Column("turn_id", Id),
+    Column("payload", Text, nullable=False),
+    Column("received_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("platform", "event_id", name="uq_ingress_platform_event"),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("trigger_message_id", Id, ForeignKey("messages.id"), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("reply_to", String(255)),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("error", Text),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("started_at", UTCDateTime()),
+    Column("finished_at", UTCDateTime()),
+    Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
+    Index("ix_turns_status", "status"),
+)
+
+turn_steps = Table(
+    "turn_steps",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("input", JSON),
+    Column("output", JSON),
+    Column("idempotency_key", String(64), nullable=False, unique=True),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    UniqueConstraint("turn_id", "seq", name="uq_turn_steps_turn_seq"),
+)

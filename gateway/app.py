@@ -1,0 +1,179 @@
+"""The gateway's wiring point: the one place that reads settings and picks concrete classes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator
+
+import structlog
+from aiohttp import web
+
+from adapters.web import WebHub, WebSender
+from agent_core.delivery import OutboundRouter
+from agent_core.faults import FaultPoints
+from agent_core.loop import TurnRunner
+from agent_core.model import Model
+from agent_core.settings import Settings
+from agent_core.storage.database import open_engine
+from agent_core.storage.store import Store
+from gateway import routes
+from gateway.dispatch import Dispatcher
+from gateway.metrics import Metrics
+from gateway.runtime import RUNTIME, Runtime
+from gateway.supervisor import Supervisor
+from gateway.web import api
+
+log = structlog.get_logger("chatgate.gateway")
+
+
+def configure_logging(settings: Settings) -> None:
+    """Structured logs to stderr, as key=value lines or JSON."""
+    level = getattr(logging, settings.log_level.upper())
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if settings.log_format == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
+
+
+def build_model(settings: Settings) -> Model | None:
+    """The configured model, or None when ``CHATGATE_MODEL`` is unset."""
+    if not settings.model:
+        return None
+    from agent_core.model_litellm import LiteLLMModel
+
+    return LiteLLMModel(
+        settings.model,
+        api_base=settings.model_api_base,
+        api_key=settings.model_api_key.get_secret_value() if settings.model_api_key else None,
+        fallbacks=settings.fallback_models,
+        timeout=settings.model_timeout,
+        retries=settings.model_retries,
+        context_tokens=settings.model_context_tokens,
+    )
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def _sweep(runtime: Runtime, interval: float) -> None:
+    """Find conversations with open turns and no live lease (after a crash, a lost lease,
+    or a drain) and run them; the first pass is start-up recovery."""
+    while not runtime.stopping.is_set():
+        try:
+            for conversation_id in await runtime.store.conversations_needing_work():
+                runtime.supervisor.submit(conversation_id)
+        except Exception:
+            log.exception("sweep failed")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(interval):
+                await runtime.stopping.wait()
+
+
+def build_app(settings: Settings, *, model: Model | None = None) -> web.Application:
+    """The aiohttp application with every route and the runtime's lifecycle attached."""
+    app = web.Application(
+        client_max_size=routes.MAX_BODY,
+        middlewares=[routes.errors_middleware, api.access_middleware],
+    )
+    routes.add_routes(app)
+    api.add_routes(app)
+    chosen = model if model is not None else build_model(settings)
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        async with open_engine(settings.database_url) as engine:
+            store = Store(engine)
+            metrics = Metrics()
+            hub = WebHub()
+            faults = FaultPoints(settings.test_fault)
+            runner = TurnRunner(
+                store,
+                model=chosen,
+                outbound=OutboundRouter({"web": WebSender(hub)}),
+                system_prompt=settings.system_prompt,
+                reply_max_tokens=settings.reply_max_tokens,
+                faults=faults,
+                observer=metrics,
+            )
+            owner = _owner()
+
+            async def work(conversation_id: str) -> int:
+                return await runner.run_conversation(
+                    conversation_id, owner=owner, lease=settings.lease_seconds
+                )
+
+            supervisor = Supervisor(work, max_concurrent=settings.max_concurrent_turns)
+            runtime = Runtime(
+                settings=settings,
+                owner=owner,
+                store=store,
+                metrics=metrics,
+                hub=hub,
+                runner=runner,
+                supervisor=supervisor,
+                dispatcher=Dispatcher(store, supervisor, metrics=metrics, hub=hub, faults=faults),
+            )
+            app[RUNTIME] = runtime
+            sweeper = asyncio.create_task(
+                _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
+            )
+            warm_up = getattr(chosen, "warm_up", None)
+            warming = asyncio.create_task(warm_up(), name="model-warm-up") if warm_up else None
+            try:
+                yield
+            finally:
+                runtime.stopping.set()
+                cancelled = await supervisor.drain(settings.drain_seconds)
+                log.info("drained", cancelled_lanes=cancelled)
+                for task in (sweeper, warming):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
+
+    async def on_shutdown(app: web.Application) -> None:
+        # Long-lived streams end so the drain can begin.
+        app[RUNTIME].stopping.set()
+
+    app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(on_shutdown)
+    return app
+
+
+async def serve(settings: Settings) -> None:
+    """Run the gateway until SIGTERM or SIGINT, then drain and exit."""
+    app = build_app(settings)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("chatgate ready", url=site.name, model=settings.model)
+    await stop.wait()
+    log.info("stopping: draining in-flight turns", drain_seconds=settings.drain_seconds)
+    await runner.cleanup()
+    log.info("stopped")

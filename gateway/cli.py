@@ -1,0 +1,102 @@
+"""The ``chatgate`` command. Heavy imports happen inside commands so ``--help`` stays fast."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from agent_core.settings import Settings
+
+app = typer.Typer(
+    name="chatgate",
+    help="One durable AI agent in Slack, Discord, Telegram and a built-in web chat.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _settings() -> Settings:
+    """Load settings or exit 2 with one line naming the bad key."""
+    from agent_core.errors import ConfigError
+    from agent_core.settings import load_settings
+
+    try:
+        return load_settings()
+    except ConfigError as exc:
+        typer.echo(f"chatgate: invalid setting {exc.key}: {exc.reason}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _serve() -> None:
+    settings = _settings()
+    from agent_core.errors import StorageError
+    from gateway.app import configure_logging, serve
+
+    configure_logging(settings)
+    try:
+        asyncio.run(serve(settings))
+    except StorageError as exc:
+        typer.echo(f"chatgate: database: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        typer.echo(f"chatgate: cannot listen on {settings.host}:{settings.port}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def run() -> None:
+    """Everything on one machine: the gateway with its web chat, on SQLite by default."""
+    _serve()
+
+
+@app.command()
+def gateway() -> None:
+    """The gateway role: webhooks, web chat, health and metrics; interactive turns inline."""
+    _serve()
+
+
+@app.command()
+def migrate() -> None:
+    """Apply the database migrations (run and gateway also do this at start)."""
+    settings = _settings()
+    from agent_core.errors import StorageError
+    from agent_core.storage.database import open_engine, revision_status
+
+    async def go() -> str | None:
+        async with open_engine(settings.database_url) as engine:
+            current, _head = await revision_status(engine)
+            return current
+
+    try:
+        revision = asyncio.run(go())
+    except StorageError as exc:
+        typer.echo(f"chatgate: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"database at revision {revision}")
+
+
+@app.command()
+def doctor() -> None:
+    """Check settings, the database, Redis, the platforms and the model; say how to fix."""
+    settings = _settings()
+    from gateway.doctor import run_checks
+
+    results = asyncio.run(run_checks(settings))
+    for result in results:
+        typer.echo(result.line())
+    failed = [r for r in results if r.status == "FAIL"]
+    typer.echo(f"{len(results) - len(failed)} of {len(results)} checks passed")
+    raise typer.Exit(1 if failed else 0)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="chatgate")
+
+
+if __name__ == "__main__":
+    main()

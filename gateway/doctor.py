@@ -1,0 +1,148 @@
+"""``chatgate doctor``: each check says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy.engine import make_url
+
+from adapters.web import is_loopback
+from agent_core.errors import ModelError, StorageError
+from agent_core.model import ChatMessage
+from agent_core.settings import Settings
+from agent_core.storage.database import create_engine, ping, revision_status
+from gateway.app import build_model
+
+Status = Literal["ok", "WARN", "FAIL"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """The check as printed: status, name, detail and the fix if any."""
+        text = f"{self.status:<4} {self.name:<10} {self.detail}"
+        return f"{text}\n     fix: {self.fix}" if self.fix else text
+
+
+async def _database(settings: Settings) -> Check:
+    shown = make_url(settings.database_url).render_as_string(hide_password=True)
+    engine = create_engine(settings.database_url)
+    try:
+        async with asyncio.timeout(10):
+            await ping(engine)
+            current, head = await revision_status(engine)
+    except (StorageError, TimeoutError, OSError) as exc:
+        return Check(
+            "database",
+            "FAIL",
+            f"{shown}: {exc or 'timed out'}",
+            "check CHATGATE_DATABASE_URL and that the server is running",
+        )
+    finally:
+        await engine.dispose()
+    if current != head:
+        return Check(
+            "database",
+            "WARN",
+            f"{shown} at revision {current}, code at {head}",
+            "run `chatgate migrate` (run and gateway also migrate at start)",
+        )
+    return Check("database", "ok", f"{shown} at revision {current}")
+
+
+async def _redis(settings: Settings) -> Check:
+    if not settings.redis_url:
+        return Check("redis", "ok", "not configured: embedded profile (no Redis needed)")
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(settings.redis_url, socket_connect_timeout=3)
+    try:
+        async with asyncio.timeout(5):
+            await client.ping()
+    except (OSError, TimeoutError, aioredis.RedisError) as exc:
+        return Check(
+            "redis",
+            "FAIL",
+            f"{settings.redis_url}: {exc or 'timed out'}",
+            "check CHATGATE_REDIS_URL and that Redis is running",
+        )
+    finally:
+        await client.aclose()
+    return Check("redis", "ok", "answers PING")
+
+
+async def _model(settings: Settings) -> Check:
+    model = build_model(settings)
+    if model is None:
+        return Check(
+            "model",
+            "WARN",
+            "CHATGATE_MODEL is not set: chat replies say so",
+            "set CHATGATE_MODEL (e.g. openai/gpt-4o-mini) and, for an "
+            "OpenAI-compatible server, CHATGATE_MODEL_API_BASE",
+        )
+    try:
+        async with asyncio.timeout(settings.model_timeout + 5):
+            reply = await model.complete([ChatMessage(role="user", content="ping")], max_tokens=1)
+    except (ModelError, TimeoutError) as exc:
+        return Check(
+            "model",
+            "FAIL",
+            f"{settings.model}: {exc or 'timed out'}",
+            "check CHATGATE_MODEL, CHATGATE_MODEL_API_BASE and CHATGATE_MODEL_API_KEY",
+        )
+    return Check("model", "ok", f"{settings.model} answered (as {reply.model})")
+
+
+def _web(settings: Settings) -> Check:
+    if settings.web_token is not None:
+        return Check("web", "ok", "web chat needs the token (CHATGATE_WEB_TOKEN)")
+    if is_loopback(settings.host) or settings.host == "localhost":
+        return Check("web", "ok", f"web chat on http://{settings.host}:{settings.port}/")
+    return Check(
+        "web",
+        "WARN",
+        f"listening on {settings.host} without CHATGATE_WEB_TOKEN: the web chat "
+        "refuses every client that is not on loopback",
+        "set CHATGATE_WEB_TOKEN to use the web chat from other machines",
+    )
+
+
+def _platforms(settings: Settings) -> list[Check]:
+    configured = {
+        "slack": settings.slack_bot_token,
+        "telegram": settings.telegram_bot_token,
+        "discord": settings.discord_bot_token,
+    }
+    return [
+        Check(
+            name,
+            "WARN",
+            "a token is set, but this build has no adapter for it yet",
+            "unset the token, or upgrade chatgate",
+        )
+        for name, token in configured.items()
+        if token is not None
+    ]
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    """Every check, in the order they are printed."""
+    checks = [
+        Check("settings", "ok", "loaded" + (f" from {settings.config}" if settings.config else ""))
+    ]
+    checks.append(await _database(settings))
+    checks.append(await _redis(settings))
+    checks.append(_web(settings))
+    checks.extend(_platforms(settings))
+    checks.append(await _model(settings))
+    return checks

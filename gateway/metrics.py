@@ -1,0 +1,69 @@
+"""Prometheus metrics, on a registry owned by the app (no module-level collectors)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from agent_core.records import TurnRecord, TurnStatus
+
+_TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    """The gateway's counters; also the turn runner's observer."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.inbound = Counter(
+            "chatgate_inbound_events",
+            "Inbound events by platform and what the ledger made of them.",
+            ["platform", "outcome"],
+            registry=self.registry,
+        )
+        self.turns_started = Counter(
+            "chatgate_turns_started",
+            "Turns started or resumed.",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.turns_finished = Counter(
+            "chatgate_turns_finished",
+            "Turns that finished with a reply.",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.turns_failed = Counter(
+            "chatgate_turns_failed",
+            "Turns that ended in failure (the user was told).",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.turn_seconds = Histogram(
+            "chatgate_turn_duration_seconds",
+            "Time from starting a turn to its reply being delivered.",
+            ["platform"],
+            buckets=_TURN_BUCKETS,
+            registry=self.registry,
+        )
+        self.turns_in_flight = Gauge(
+            "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
+        )
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    def turn_started(self, turn: TurnRecord) -> None:
+        """Count a started turn."""
+        self.turns_started.labels(turn.conversation.platform).inc()
+        self.turns_in_flight.inc()
+
+    def turn_finished(self, turn: TurnRecord, *, status: TurnStatus | None, seconds: float) -> None:
+        """Count a finished turn and its latency (an interrupted one only leaves the gauge)."""
+        platform = turn.conversation.platform
+        self.turns_in_flight.dec()
+        if status is None:
+            return
+        counter = self.turns_finished if status == "done" else self.turns_failed
+        counter.labels(platform).inc()
+        self.turn_seconds.labels(platform).observe(seconds)

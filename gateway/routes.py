@@ -1,0 +1,89 @@
+"""Health, readiness, metrics, and the HTTP plumbing every route shares."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from agent_core.errors import StorageError
+from agent_core.storage.database import ping
+from gateway.runtime import RUNTIME
+
+log = structlog.get_logger("chatgate.http")
+
+MAX_BODY = 1024 * 1024
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def json_error(status: int, message: str, **extra: Any) -> web.Response:
+    """A JSON error body: ``{"error": message, ...}``."""
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+async def read_json(request: web.Request) -> object:
+    """The request's JSON body; 413 over 1 MiB, 400 when it is not JSON."""
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=request.content_length)
+    raw = await request.read()
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": f"body is not valid JSON: {exc}"}),
+            content_type="application/json",
+        ) from None
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """JSON bodies for HTTP errors; an unexpected exception is logged and becomes a 500."""
+    try:
+        return await handler(request)
+    except web.HTTPRequestEntityTooLarge:
+        return json_error(413, f"body larger than {MAX_BODY} bytes")
+    except web.HTTPException as exc:
+        if exc.status >= 400 and exc.content_type != "application/json":
+            return json_error(exc.status, exc.reason)
+        raise
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    except Exception:
+        log.exception("unhandled error", path=request.path, method=request.method)
+        return json_error(500, "internal error; the details are in the gateway log")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """200 while the process lives."""
+    return web.json_response({"ok": True})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """200 when the database answers and the gateway takes work; 503 with the reason."""
+    runtime = request.app[RUNTIME]
+    if runtime.stopping.is_set() or runtime.supervisor.closing:
+        return web.json_response({"ready": False, "reason": "draining"}, status=503)
+    try:
+        async with asyncio.timeout(2):
+            await ping(runtime.store.engine)
+    except (TimeoutError, StorageError) as exc:
+        reason = f"database: {exc or 'timed out'}"
+        return web.json_response({"ready": False, "reason": reason}, status=503)
+    return web.json_response({"ready": True})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format."""
+    body = request.app[RUNTIME].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the operational routes."""
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)

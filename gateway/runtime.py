@@ -1,0 +1,34 @@
+"""What one gateway process holds while it runs, built by ``gateway.app``."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from adapters.web import WebHub
+from agent_core.loop import TurnRunner
+from agent_core.settings import Settings
+from agent_core.storage.store import Store
+from gateway.dispatch import Dispatcher
+from gateway.metrics import Metrics
+from gateway.supervisor import Supervisor
+
+
+@dataclass(kw_only=True)
+class Runtime:
+    """The live parts of a gateway; routes reach them through ``app[RUNTIME]``."""
+
+    settings: Settings
+    owner: str
+    store: Store
+    metrics: Metrics
+    hub: WebHub
+    runner: TurnRunner
+    supervisor: Supervisor
+    dispatcher: Dispatcher
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+RUNTIME = web.AppKey("runtime", Runtime)

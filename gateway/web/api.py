@@ -1,0 +1,156 @@
+"""The web chat: its page and JSON API (CONTRACT.md, "HTTP routes")."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
+from adapters.web import check_access, conversation_item, message_item, parse_message
+from gateway.routes import Handler, json_error, read_json
+from gateway.runtime import RUNTIME
+
+STATIC = Path(__file__).with_name("static")
+_KEEPALIVE_SECONDS = 15.0
+_POLL_SECONDS = 1.0
+
+
+def _presented_token(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer "):
+        return header.removeprefix("Bearer ").strip()
+    return request.query.get("token") or request.cookies.get("chatgate_token")
+
+
+@web.middleware
+async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The web chat answers the token holder, or loopback clients when no token is set."""
+    if request.path == "/" or request.path.startswith(("/api/", "/static/")):
+        secret = request.app[RUNTIME].settings.web_token
+        try:
+            check_access(
+                remote=request.remote,
+                presented=_presented_token(request),
+                token=secret.get_secret_value() if secret else None,
+            )
+        except Unauthorized as exc:
+            return json_error(401, str(exc))
+        except Forbidden as exc:
+            return json_error(403, str(exc))
+    return await handler(request)
+
+
+async def index(request: web.Request) -> web.FileResponse:
+    """The chat page."""
+    return web.FileResponse(STATIC / "index.html")
+
+
+async def post_message(request: web.Request) -> web.Response:
+    """Accept a message; 202 once it is stored (the reply follows on the stream)."""
+    runtime = request.app[RUNTIME]
+    if runtime.stopping.is_set() or runtime.supervisor.closing:
+        return json_error(503, "shutting down; retry shortly", retry_after=1)
+    body = await read_json(request)
+    try:
+        event = parse_message(body)
+    except BadRequest as exc:
+        runtime.dispatcher.reject("web")
+        return json_error(400, str(exc))
+    accepted = await runtime.dispatcher.accept(event)
+    return web.json_response(
+        {
+            "conversation_id": accepted.conversation_id,
+            "message_id": accepted.message_id,
+            "turn_id": accepted.turn_id,
+            "duplicate": accepted.duplicate,
+        },
+        status=202,
+    )
+
+
+async def list_conversations(request: web.Request) -> web.Response:
+    """The web conversations, most recently active first."""
+    store = request.app[RUNTIME].store
+    items = [conversation_item(c) for c in await store.list_conversations(platform="web")]
+    return web.json_response(items)
+
+
+def _after(request: web.Request) -> int:
+    raw = request.headers.get("Last-Event-ID") or request.query.get("after") or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest("'after' must be a message id (an integer)") from None
+    if value < 0:
+        raise BadRequest("'after' must not be negative")
+    return value
+
+
+async def get_messages(request: web.Request) -> web.Response:
+    """A conversation's messages in order (``?after=ID`` for the ones after a message)."""
+    store = request.app[RUNTIME].store
+    conversation = await store.conversation(request.match_info["id"])
+    if conversation is None:
+        return json_error(404, "no such conversation")
+    try:
+        after = _after(request)
+    except AdapterError as exc:
+        return json_error(400, str(exc))
+    items = await store.messages_after(conversation.id, after_id=after)
+    return web.json_response(
+        {
+            "conversation": conversation_item(conversation),
+            "items": [message_item(m) for m in items],
+        }
+    )
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: every message after ``Last-Event-ID`` / ``?after``, as it lands."""
+    runtime = request.app[RUNTIME]
+    conversation = await runtime.store.conversation(request.match_info["id"])
+    if conversation is None:
+        return json_error(404, "no such conversation")
+    try:
+        after = _after(request)
+    except AdapterError as exc:
+        return json_error(400, str(exc))
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    await response.write(b"retry: 1000\n\n")
+    last_write = time.monotonic()
+    try:
+        while not runtime.stopping.is_set():
+            items = await runtime.store.messages_after(conversation.id, after_id=after)
+            for item in items:
+                data = json.dumps(message_item(item))
+                await response.write(f"id: {item.id}\nevent: message\ndata: {data}\n\n".encode())
+                after = item.id
+                last_write = time.monotonic()
+            if time.monotonic() - last_write > _KEEPALIVE_SECONDS:
+                await response.write(b": keepalive\n\n")
+                last_write = time.monotonic()
+            # Woken at once by this process; the timeout catches other processes' writes.
+            await runtime.hub.wait(conversation.key, within=_POLL_SECONDS)
+    except ConnectionResetError:
+        pass
+    return response
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the page, its assets and the JSON API."""
+    app.router.add_get("/", index)
+    app.router.add_static("/static", STATIC)
+    app.router.add_post("/api/messages", post_message)
+    app.router.add_get("/api/conversations", list_conversations)
+    app.router.add_get("/api/conversations/{id}/messages", get_messages)
+    app.router.add_get("/api/conversations/{id}/stream", stream)

@@ -1,0 +1,148 @@
+"use strict";
+// The web chat: plain JS over the JSON API; the stream (server-sent events) brings replies.
+
+const params = new URLSearchParams(location.search);
+if (params.get("token")) {
+  localStorage.setItem("chatgate_token", params.get("token"));
+}
+const token = localStorage.getItem("chatgate_token");
+const headers = token ? { Authorization: "Bearer " + token } : {};
+
+const el = (id) => document.getElementById(id);
+const state = { id: null, name: null, lastId: 0, seen: new Set(), source: null, lastRole: null };
+
+function newId() {
+  if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+  return Date.now().toString(36) + Math.random().toString(36).slice(2);
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: { ...headers, ...(options.headers || {}) } });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function setStatus(text) { el("status").textContent = text || ""; }
+
+function renderItem(item) {
+  if (state.seen.has(item.id)) return;
+  state.seen.add(item.id);
+  state.lastId = Math.max(state.lastId, item.id);
+  state.lastRole = item.role;
+  const li = document.createElement("li");
+  li.className = item.role;
+  li.dataset.id = item.id;
+  li.textContent = item.text;
+  el("messages").appendChild(li);
+  el("messages").scrollTop = el("messages").scrollHeight;
+  setStatus(item.role === "user" ? "The agent is thinking…" : "");
+}
+
+async function loadConversations() {
+  const items = await api("/api/conversations");
+  const list = el("conversations");
+  list.replaceChildren();
+  for (const conversation of items) {
+    const li = document.createElement("li");
+    li.textContent = conversation.name;
+    li.title = conversation.name;
+    li.dataset.id = conversation.id;
+    if (conversation.id === state.id) li.className = "active";
+    li.onclick = () => openConversation(conversation.id);
+    list.appendChild(li);
+  }
+}
+
+function startComposer(name) {
+  state.name = name;
+  el("title").textContent = name;
+  el("text").disabled = false;
+  el("send").disabled = false;
+  el("text").focus();
+}
+
+function follow() {
+  if (state.source) state.source.close();
+  const query = new URLSearchParams({ after: String(state.lastId) });
+  if (token) query.set("token", token);
+  // EventSource reconnects by itself and sends Last-Event-ID, so nothing is missed.
+  state.source = new EventSource(`/api/conversations/${state.id}/stream?${query}`);
+  state.source.addEventListener("message", (event) => renderItem(JSON.parse(event.data)));
+}
+
+async function openConversation(id) {
+  if (state.source) state.source.close();
+  Object.assign(state, { id, lastId: 0, seen: new Set(), source: null, lastRole: null });
+  el("messages").replaceChildren();
+  setStatus("");
+  const body = await api(`/api/conversations/${id}/messages`);
+  for (const item of body.items) renderItem(item);
+  startComposer(body.conversation.name);
+  location.hash = id;
+  follow();
+  loadConversations();
+}
+
+async function send(text) {
+  const message = { conversation: state.name, text, id: newId() };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      // The same id on a retry makes the server drop the duplicate.
+      return await api("/api/messages", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(message),
+      });
+    } catch (error) {
+      if (attempt >= 2) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 500 * (attempt + 1)));
+    }
+  }
+}
+
+el("composer").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const text = el("text").value.trim();
+  if (!text || !state.name) return;
+  el("send").disabled = true;
+  try {
+    const accepted = await send(text);
+    el("text").value = "";
+    if (state.id !== accepted.conversation_id) {
+      state.id = accepted.conversation_id;
+      location.hash = state.id;
+      follow();
+      loadConversations();
+    }
+    setStatus("The agent is thinking…");
+  } catch (error) {
+    setStatus("Not sent: " + error.message);
+  } finally {
+    el("send").disabled = false;
+  }
+});
+
+el("text").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    el("composer").requestSubmit();
+  }
+});
+
+el("new-conversation").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const name = el("new-name").value.trim();
+  if (!name) return;
+  el("new-name").value = "";
+  if (state.source) state.source.close();
+  Object.assign(state, { id: null, lastId: 0, seen: new Set(), source: null, lastRole: null });
+  el("messages").replaceChildren();
+  setStatus("");
+  startComposer(name);
+});
+
+loadConversations().then(() => {
+  const id = location.hash.slice(1);
+  if (id) openConversation(id).catch((error) => setStatus(error.message));
+}).catch((error) => setStatus(error.message));
