@@ -193,7 +193,7 @@ class TurnRunner:
             ChatMessage(role="assistant" if m.role == "assistant" else "user", content=m.text)
             for m in await self._store.history(
                 turn.conversation_id,
-                before_message_id=turn.trigger_message_id,
+                before_turn_id=turn.id,
                 limit=self._history_limit,
             )
         ]

@@ -87,6 +87,7 @@ messages = Table(
     Column("platform_message_id", String(255)),
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_messages_conversation_id_id", "conversation_id", "id"),
+    Index("ix_messages_conversation_turn", "conversation_id", "turn_id"),
 )
 
 ingress = Table(

@@ -390,17 +390,21 @@ class Store:
     # -- conversations and history ---------------------------------------------------------
 
     async def history(
-        self, conversation_id: str, *, before_message_id: int, limit: int
+        self, conversation_id: str, *, before_turn_id: int, limit: int
     ) -> list[MessageRecord]:
-        """The last ``limit`` user and assistant messages before a message, oldest first."""
+        """The user and assistant messages of earlier turns, oldest first (at most ``limit``).
+
+        Ordered by turn, then message: a reply belongs after the question it answered even
+        when later questions were stored before it.
+        """
         query = (
             select(messages)
             .where(
                 messages.c.conversation_id == conversation_id,
-                messages.c.id < before_message_id,
+                messages.c.turn_id < before_turn_id,
                 messages.c.role.in_(("user", "assistant")),
             )
-            .order_by(messages.c.id.desc())
+            .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
             .limit(limit)
         )
         async with self.engine.connect() as conn:

@@ -73,6 +73,9 @@ def upgrade() -> None:
         batch_op.create_index(
             "ix_messages_conversation_id_id", ["conversation_id", "id"], unique=False
         )
+        batch_op.create_index(
+            "ix_messages_conversation_turn", ["conversation_id", "turn_id"], unique=False
+        )
 
     op.create_table(
         "ingress",
@@ -191,6 +194,7 @@ def downgrade() -> None:
     op.drop_table("turns")
     op.drop_table("ingress")
     with op.batch_alter_table("messages", schema=None) as batch_op:
+        batch_op.drop_index("ix_messages_conversation_turn")
         batch_op.drop_index("ix_messages_conversation_id_id")
 
     op.drop_table("messages")

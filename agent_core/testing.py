@@ -1,0 +1,57 @@
+"""Fakes of the core's ports, shipped beside them for tests (ours and other people's)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Sequence
+
+from agent_core.errors import ModelError
+from agent_core.events import Reply
+from agent_core.model import ChatMessage, ModelReply
+
+
+class ScriptedModel:
+    """A model that answers from a script, then echoes; records every prompt it gets.
+
+    A script item that is an exception instance is raised instead of answered.
+    """
+
+    def __init__(self, *answers: str | ModelError, window: int = 8192) -> None:
+        self.prompts: list[list[ChatMessage]] = []
+        self._answers: deque[str | ModelError] = deque(answers)
+        self._window = window
+
+    @property
+    def name(self) -> str:
+        """Always ``scripted``."""
+        return "scripted"
+
+    def context_window(self) -> int:
+        """The window given at construction."""
+        return self._window
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """One token per four characters, four per message for framing."""
+        return sum(len(m.content) // 4 + 4 for m in messages)
+
+    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ModelReply:
+        """The next scripted answer, or ``echo: <last message>``."""
+        self.prompts.append(list(messages))
+        await asyncio.sleep(0)
+        answer = self._answers.popleft() if self._answers else f"echo: {messages[-1].content}"
+        if isinstance(answer, ModelError):
+            raise answer
+        return ModelReply(text=answer, model=self.name, prompt_tokens=1, completion_tokens=1)
+
+
+class RecordingOutbound:
+    """An outbound port that records what it was asked to send and returns receipts."""
+
+    def __init__(self) -> None:
+        self.sent: list[Reply] = []
+
+    async def send(self, reply: Reply) -> str:
+        """Record the reply; the receipt counts deliveries."""
+        self.sent.append(reply)
+        return f"receipt-{len(self.sent)}"

@@ -1,0 +1,94 @@
+"""Shared fixtures: the network guard, a database per test, the fake model server.
+
+``CHATGATE_TEST_DATABASE`` picks the backend: ``sqlite`` (default) or ``postgresql``
+(``CHATGATE_TEST_POSTGRES_URL``, default the local server as user postgres). On
+PostgreSQL each test gets a fresh database copied from a migrated template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from agent_core.storage.database import create_engine, migrate
+from tests.fakes import netguard
+from tests.fakes.model_server import FakeModelServer
+
+BACKEND = os.environ.get("CHATGATE_TEST_DATABASE", "sqlite")
+POSTGRES = os.environ.get(
+    "CHATGATE_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture(autouse=True)
+def _network_guard() -> Iterator[None]:
+    """Any connection beyond loopback fails the test."""
+    netguard.install()
+    yield
+    netguard.uninstall()
+
+
+async def _admin(sql: str) -> None:
+    engine = create_async_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def _pg_template() -> Iterator[str]:
+    name = f"chatgate_tpl_{uuid.uuid4().hex[:8]}"
+
+    async def setup() -> None:
+        await _admin(f'CREATE DATABASE "{name}"')
+        engine = create_engine(make_url(POSTGRES).set(database=name).render_as_string(False))
+        try:
+            await migrate(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(setup())
+    yield name
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty (or, on PostgreSQL, freshly migrated) database for this test."""
+    if BACKEND == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'chatgate.db'}"
+        return
+    if BACKEND != "postgresql":
+        raise pytest.UsageError(f"CHATGATE_TEST_DATABASE={BACKEND!r}: use sqlite or postgresql")
+    template = request.getfixturevalue("_pg_template")
+    name = f"chatgate_t_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+    yield make_url(POSTGRES).set(database=name).render_as_string(hide_password=False)
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """A migrated engine on this test's database."""
+    engine = create_engine(database_url)
+    await migrate(engine)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    """The fake OpenAI-compatible server, empty script (it echoes)."""
+    with FakeModelServer() as server:
+        yield server

@@ -1,0 +1,158 @@
+"""Run the real ``chatgate`` console script as a subprocess, and talk to it over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+CHATGATE = Path(sys.executable).with_name("chatgate")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_env(**settings: str) -> dict[str, str]:
+    """The environment for a chatgate subprocess: ours, minus CHATGATE_*, plus the guard."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "SLACK_",
+                                                                    "TELEGRAM_", "DISCORD_"))}
+    env["PYTHONPATH"] = f"{ROOT / 'tests' / 'netguard'}{os.pathsep}{ROOT}"
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.update(settings)
+    return env
+
+
+def http(
+    method: str, url: str, body: Any = None, *, raw: bytes | None = None,
+    headers: dict[str, str] | None = None, timeout: float = 10,
+) -> tuple[int, Any]:
+    """One request; returns (status, parsed JSON body or text)."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            status, payload = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, payload = exc.code, exc.read()
+    try:
+        return status, json.loads(payload)
+    except ValueError:
+        return status, payload.decode(errors="replace")
+
+
+class GatewayProcess:
+    """``chatgate gateway`` in its own process group, with its log kept for failures."""
+
+    def __init__(self, *, database_url: str, workdir: Path, **settings: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        self.settings = {
+            "CHATGATE_DATABASE_URL": database_url,
+            "CHATGATE_PORT": str(self.port),
+            "CHATGATE_LEASE_SECONDS": "2",
+            "CHATGATE_LOG_LEVEL": "debug",
+            **settings,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def log(self) -> str:
+        """Everything the gateway printed, across restarts."""
+        path = self.workdir / "gateway.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self, *, command: str = "gateway", **overrides: str) -> None:
+        """Start and wait until /readyz answers 200."""
+        settings = {**self.settings, **overrides}
+        settings = {k: v for k, v in settings.items() if v != ""}
+        self.starts += 1
+        with (self.workdir / "gateway.log").open("ab") as log:
+            log.write(f"--- start {self.starts} ---\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [str(CHATGATE), command], cwd=self.workdir, env=child_env(**settings),
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Poll /readyz; fail with the log if the process dies or never gets ready."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"gateway exited {self.process.returncode}:\n{self.log}")
+            try:
+                if http("GET", f"{self.url}/readyz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"gateway not ready after {timeout}s:\n{self.log}")
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """Wait for the process to end by itself; return its exit code."""
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no cleanup, no drain."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM and wait for a graceful exit; return the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def post(self, conversation: str, text: str, *, id: str | None = None) -> dict[str, Any]:
+        """Send a web chat message; assert 202; return the body."""
+        body: dict[str, Any] = {"conversation": conversation, "text": text}
+        if id is not None:
+            body["id"] = id
+        status, reply = http("POST", f"{self.url}/api/messages", body)
+        assert status == 202, (status, reply)
+        assert isinstance(reply, dict)
+        return reply
+
+    def messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's items."""
+        status, body = http("GET", f"{self.url}/api/conversations/{conversation_id}/messages")
+        assert status == 200, (status, body)
+        return list(body["items"])
+
+    def wait_for_replies(
+        self, conversation_id: str, count: int, *, timeout: float = 30
+    ) -> list[dict[str, Any]]:
+        """Wait until the conversation has ``count`` non-user items; return all items."""
+        deadline = time.monotonic() + timeout
+        items: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            items = self.messages(conversation_id)
+            if sum(item["role"] != "user" for item in items) >= count:
+                return items
+            time.sleep(0.05)
+        raise AssertionError(f"{count} replies not seen in {timeout}s: {items}\n{self.log}")
+
+    def stop(self) -> None:
+        """Make sure nothing is left running."""
+        self.kill()

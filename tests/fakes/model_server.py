@@ -1,0 +1,208 @@
+"""A fake OpenAI-compatible model server on 127.0.0.1, scripted per test.
+
+It runs on its own thread and event loop, so sync tests, async tests and gateways running
+as subprocesses can all use it. The real litellm talks to it through
+``CHATGATE_MODEL=openai/<name>`` and ``CHATGATE_MODEL_API_BASE=<server.base_url>``.
+
+Each request takes the next scripted :class:`Scripted` answer, or, when the script is
+empty, echoes the last user message (``"echo: <text>"``). Every request body is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Scripted:
+    """One scripted answer."""
+
+    text: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    delay: float = 0.0
+    # When set, the answer waits until the gate opens (or the server stops).
+    gate: threading.Event | None = None
+
+
+class FakeModelServer:
+    """The server; use as a context manager."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._script: collections.deque[Scripted] = collections.deque()
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._stopped = threading.Event()
+        self.port = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.barrier: tuple[int, float] | None = None
+        self._arrived = threading.Condition()
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL (ends in /v1)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *answers: Scripted | str) -> None:
+        """Queue answers, in order; a plain string is a text answer."""
+        with self._lock:
+            for answer in answers:
+                self._script.append(Scripted(text=answer) if isinstance(answer, str) else answer)
+
+    def hold_until(self, count: int, *, timeout: float = 20.0) -> None:
+        """Make every answer wait until ``count`` requests are in flight at once."""
+        self.barrier = (count, timeout)
+
+    def user_texts(self) -> list[str]:
+        """The last user message of every request, in arrival order."""
+        texts = []
+        for request in self.requests:
+            users = [m for m in request.get("messages", []) if m.get("role") == "user"]
+            texts.append(str(users[-1]["content"]) if users else "")
+        return texts
+
+    def wait_for_requests(self, count: int, *, timeout: float = 20.0) -> None:
+        """Block until at least ``count`` requests have arrived."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while len(self.requests) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(self.requests)} of {count} model requests arrived")
+                self._arrived.wait(left)
+
+    def __enter__(self) -> FakeModelServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stopped.set()
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        app = web.Application()
+        for prefix in ("/v1", ""):
+            app.router.add_post(f"{prefix}/chat/completions", self._completions)
+            app.router.add_get(f"{prefix}/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        with self._arrived:
+            self.requests.append(body)
+            self._arrived.notify_all()
+        with self._lock:
+            answer = self._script.popleft() if self._script else None
+        if answer is None:
+            users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+            answer = Scripted(text=f"echo: {users[-1]['content'] if users else ''}")
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self._wait(answer)
+        finally:
+            self.in_flight -= 1
+        if answer.status != 200:
+            error = {"error": {"message": f"scripted {answer.status}", "type": "server_error"}}
+            return web.json_response(error, status=answer.status)
+        if body.get("stream"):
+            return await self._stream(request, body, answer)
+        return web.json_response(_completion(body, answer))
+
+    async def _wait(self, answer: Scripted) -> None:
+        if self.barrier is not None:
+            count, timeout = self.barrier
+            deadline = time.monotonic() + timeout
+            while self.in_flight < count and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+        if answer.delay:
+            await asyncio.sleep(answer.delay)
+        if answer.gate is not None:
+            while not answer.gate.is_set() and not self._stopped.is_set():
+                await asyncio.sleep(0.01)
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], answer: Scripted
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for chunk in _chunks(body, answer):
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+
+def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
+    prompt = sum(len(str(m.get("content", ""))) // 4 + 1 for m in body.get("messages", []))
+    completion = len(text) // 4 + 1
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def _completion(body: dict[str, Any], answer: Scripted) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+    if answer.tool_calls:
+        message["tool_calls"] = answer.tool_calls
+    return {
+        "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "fake"),
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+        }],
+        "usage": _usage(body, answer.text or ""),
+    }
+
+
+def _chunks(body: dict[str, Any], answer: Scripted) -> Iterator[dict[str, Any]]:
+    base = {
+        "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "fake"),
+    }
+    text = answer.text or ""
+    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
+                                "finish_reason": None}]}
+    for start in range(0, len(text), 8):
+        yield {**base, "choices": [{"index": 0, "delta": {"content": text[start:start + 8]},
+                                    "finish_reason": None}]}
+    for index, call in enumerate(answer.tool_calls):
+        delta = {"tool_calls": [{"index": index, **call}]}
+        yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    finish = "tool_calls" if answer.tool_calls else "stop"
+    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+           "usage": _usage(body, text)}

@@ -1,0 +1,120 @@
+"""Turns: one model call and one reply each, resumed from the journal without repeats."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agent_core.errors import ModelError
+from agent_core.events import InboundMessage
+from agent_core.loop import NO_MODEL_REPLY, TurnRunner
+from agent_core.storage.store import Store
+from agent_core.testing import RecordingOutbound, ScriptedModel
+
+
+def _message(event_id: str, text: str) -> InboundMessage:
+    return InboundMessage(platform="web", workspace="local", channel="c", user="web:local",
+                          text=text, platform_event_id=event_id)
+
+
+def _runner(store: Store, model: ScriptedModel | None, outbound: RecordingOutbound) -> TurnRunner:
+    return TurnRunner(store, model=model, outbound=outbound, system_prompt="be brief")
+
+
+async def test_a_turn_calls_the_model_and_delivers_the_reply(engine: AsyncEngine) -> None:
+    """System prompt + history + message go to the model; the reply is stored and sent."""
+    store, model, outbound = Store(engine), ScriptedModel("first answer"), RecordingOutbound()
+    runner = _runner(store, model, outbound)
+    one = await store.accept_inbound(_message("1", "question one"))
+    await store.accept_inbound(_message("2", "question two"))
+    assert await runner.run_conversation(one.conversation_id, owner="me", lease=30) == 2
+    assert [m.content for m in model.prompts[1]] == [
+        "be brief", "question one", "first answer", "question two"]
+    assert [r.text for r in outbound.sent] == ["first answer", "echo: question two"]
+    assert outbound.sent[0].idempotency_key == f"{one.turn_id}:2"
+    items = await store.messages_after(one.conversation_id)
+    assert [m.role for m in items] == ["user", "user", "assistant", "assistant"]
+    assert (await store.load_turn(one.turn_id)).status == "done"
+
+
+async def test_resume_after_model_call_does_not_call_the_model_again(engine: AsyncEngine) -> None:
+    """A journaled model result is reused when the turn resumes."""
+    store, outbound = Store(engine), RecordingOutbound()
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    await store.begin_step(accepted.turn_id, 1, kind="model_call", input={})
+    await store.finish_step(accepted.turn_id, 1, status="done",
+                            output={"role": "assistant", "text": "stored answer"})
+    model = ScriptedModel()
+    await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    assert model.prompts == []
+    assert [r.text for r in outbound.sent] == ["stored answer"]
+
+
+async def test_started_model_call_is_redone(engine: AsyncEngine) -> None:
+    """A model call with no recorded result (crash mid-call) is made again."""
+    store, outbound, model = Store(engine), RecordingOutbound(), ScriptedModel("fresh")
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    await store.begin_step(accepted.turn_id, 1, kind="model_call", input={})
+    await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    assert len(model.prompts) == 1 and [r.text for r in outbound.sent] == ["fresh"]
+
+
+async def test_reply_without_receipt_is_resent_once_with_the_same_key(engine: AsyncEngine) -> None:
+    """Intent journaled, send unknown: resend with the same idempotency key, one message."""
+    store, model = Store(engine), ScriptedModel("answer")
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    first = RecordingOutbound()
+    runner = _runner(store, model, first)
+    turn = await store.load_turn(accepted.turn_id)
+    await store.begin_step(turn.id, 1, kind="model_call", input={})
+    await store.finish_step(turn.id, 1, status="done", output={"role": "assistant", "text": "a"})
+    await store.record_reply_intent(turn, 2, role="assistant", text="a", delivery_key=f"{turn.id}:2")
+    second = RecordingOutbound()
+    runner = _runner(store, model, second)
+    await runner.run_turn(await store.load_turn(turn.id))
+    assert [(r.text, r.idempotency_key) for r in second.sent] == [("a", f"{turn.id}:2")]
+    items = await store.messages_after(accepted.conversation_id)
+    assert [m.role for m in items] == ["user", "assistant"]
+    assert items[1].platform_message_id == "receipt-1"
+    assert model.prompts == []
+
+
+async def test_finished_turn_is_not_run_again(engine: AsyncEngine) -> None:
+    """A conversation with only finished turns runs nothing."""
+    store, outbound = Store(engine), RecordingOutbound()
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    runner = _runner(store, ScriptedModel(), outbound)
+    await runner.run_conversation(accepted.conversation_id, owner="me", lease=30)
+    assert await runner.run_conversation(accepted.conversation_id, owner="me", lease=30) == 0
+    assert len(outbound.sent) == 1
+
+
+async def test_no_model_configured_says_which_setting(engine: AsyncEngine) -> None:
+    """Without a model the reply names CHATGATE_MODEL."""
+    store, outbound = Store(engine), RecordingOutbound()
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    status = await _runner(store, None, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    assert status == "failed"
+    assert outbound.sent[0].text == NO_MODEL_REPLY and "CHATGATE_MODEL" in NO_MODEL_REPLY
+    items = await store.messages_after(accepted.conversation_id)
+    assert items[-1].role == "system"
+
+
+async def test_model_failure_is_told_to_the_user(engine: AsyncEngine) -> None:
+    """When every model try fails, the user gets a clear message and the turn ends."""
+    store, outbound = Store(engine), RecordingOutbound()
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    model = ScriptedModel(ModelError("openai/x: 503 overloaded"))
+    status = await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    assert status == "failed"
+    assert "could not be reached" in outbound.sent[0].text
+    assert "503 overloaded" in outbound.sent[0].text
+
+
+async def test_another_lease_holder_keeps_us_out(engine: AsyncEngine) -> None:
+    """While another process holds the conversation, this one runs nothing."""
+    store, outbound = Store(engine), RecordingOutbound()
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    assert await store.claim_lease(accepted.conversation_id, owner="other", ttl=30)
+    runner = _runner(store, ScriptedModel(), outbound)
+    assert await runner.run_conversation(accepted.conversation_id, owner="me", lease=30) == 0
+    assert outbound.sent == []

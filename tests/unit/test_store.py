@@ -1,0 +1,105 @@
+"""The store on a real database: ledger dedupe, leases, journal and history."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agent_core.events import InboundMessage
+from agent_core.storage.store import Store
+
+
+def _message(event_id: str, *, channel: str = "general", text: str = "hi") -> InboundMessage:
+    return InboundMessage(platform="web", workspace="local", channel=channel, user="web:local",
+                          text=text, platform_event_id=event_id)
+
+
+async def test_a_duplicate_event_returns_the_first_turn(engine: AsyncEngine) -> None:
+    """Same platform event id twice: one message, one turn, second marked duplicate."""
+    store = Store(engine)
+    first = await store.accept_inbound(_message("e1"))
+    again = await store.accept_inbound(_message("e1", text="different body, same event"))
+    assert not first.duplicate and again.duplicate
+    assert (again.turn_id, again.message_id) == (first.turn_id, first.message_id)
+    assert await store.open_turn_count() == 1
+    assert len(await store.messages_after(first.conversation_id)) == 1
+
+
+async def test_concurrent_duplicates_make_one_turn(engine: AsyncEngine) -> None:
+    """Ten simultaneous deliveries of one event (a retry storm) make exactly one turn."""
+    store = Store(engine)
+    results = await asyncio.gather(*(store.accept_inbound(_message("storm")) for _ in range(10)))
+    assert sum(not r.duplicate for r in results) == 1
+    assert len({r.turn_id for r in results}) == 1
+    assert await store.open_turn_count() == 1
+
+
+async def test_same_event_id_on_another_platform_is_not_a_duplicate(engine: AsyncEngine) -> None:
+    """The ledger key is (platform, event id)."""
+    store = Store(engine)
+    web = await store.accept_inbound(_message("1"))
+    slack = InboundMessage(platform="slack", workspace="T", channel="C", user="slack:U",
+                           text="hi", platform_event_id="1")
+    other = await store.accept_inbound(slack)
+    assert not other.duplicate and other.turn_id != web.turn_id
+
+
+async def test_conversations_are_keyed_by_channel_and_thread(engine: AsyncEngine) -> None:
+    """Two messages in one channel share a conversation; another channel gets its own."""
+    store = Store(engine)
+    a = await store.accept_inbound(_message("1", channel="a"))
+    b = await store.accept_inbound(_message("2", channel="a"))
+    c = await store.accept_inbound(_message("3", channel="b"))
+    assert a.conversation_id == b.conversation_id != c.conversation_id
+    listed = [conv.key.channel for conv in await store.list_conversations(platform="web")]
+    assert sorted(listed) == ["a", "b"]
+
+
+async def test_lease_is_exclusive_until_it_expires(engine: AsyncEngine) -> None:
+    """A live lease keeps others out; an expired one can be taken over; release frees it."""
+    store = Store(engine)
+    conversation = (await store.accept_inbound(_message("1"))).conversation_id
+    assert await store.claim_lease(conversation, owner="a", ttl=30)
+    assert not await store.claim_lease(conversation, owner="b", ttl=30)
+    assert await store.claim_lease(conversation, owner="a", ttl=30)  # renewal
+    assert await store.conversations_needing_work() == []
+    await store.release_lease(conversation, owner="b")  # not the holder: no effect
+    assert not await store.claim_lease(conversation, owner="b", ttl=30)
+    await store.release_lease(conversation, owner="a")
+    assert await store.conversations_needing_work() == [conversation]
+    assert await store.claim_lease(conversation, owner="b", ttl=1)
+    await asyncio.sleep(1.1)
+    assert await store.conversations_needing_work() == [conversation]
+    assert await store.claim_lease(conversation, owner="c", ttl=30)
+
+
+async def test_open_turns_come_out_oldest_first(engine: AsyncEngine) -> None:
+    """next_open_turn returns turns in arrival order, skipping finished ones."""
+    store = Store(engine)
+    first = await store.accept_inbound(_message("1", text="one"))
+    second = await store.accept_inbound(_message("2", text="two"))
+    turn = await store.next_open_turn(first.conversation_id)
+    assert turn is not None and turn.id == first.turn_id and turn.trigger_text == "one"
+    await store.finish_turn(first.turn_id, status="done", error=None)
+    turn = await store.next_open_turn(first.conversation_id)
+    assert turn is not None and turn.id == second.turn_id
+
+
+async def test_reply_intent_and_receipt_are_journaled(engine: AsyncEngine) -> None:
+    """The reply's message and its step are written together; the receipt completes both."""
+    store = Store(engine)
+    accepted = await store.accept_inbound(_message("1"))
+    turn = await store.load_turn(accepted.turn_id)
+    await store.record_reply_intent(turn, 2, role="assistant", text="hello",
+                                    delivery_key=f"{turn.id}:2")
+    step = (await store.load_turn(turn.id)).step(2)
+    assert step is not None and step.status == "started" and step.kind == "reply"
+    await store.record_reply_sent(turn.id, 2, receipt="R1")
+    step = (await store.load_turn(turn.id)).step(2)
+    assert step is not None and step.status == "done" and step.output == {"receipt": "R1"}
+    items = await store.messages_after(accepted.conversation_id)
+    assert [(m.role, m.text, m.platform_message_id) for m in items] == [
+        ("user", "hi", None), ("assistant", "hello", "R1")]
+    history = await store.history(accepted.conversation_id, before_turn_id=10**9, limit=10)
+    assert [m.text for m in history] == ["hi", "hello"]
