@@ -27,6 +27,10 @@ def _litellm() -> Any:
     return importlib.import_module("litellm")
 
 
+def _provider(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else "openai"
+
+
 @contextlib.contextmanager
 def _mapped_errors(model: str) -> Iterator[None]:
     """Map litellm's (and its providers') exceptions to ModelError, once, at the edge."""
@@ -78,18 +82,12 @@ class LiteLLMModel:
         litellm = _litellm()
         litellm.telemetry = False
         litellm.suppress_debug_info = True
-        primary: dict[str, Any] = {"model": self._model, "timeout": self._timeout}
-        if self._api_base:
-            primary["api_base"] = self._api_base
-        if self._api_key:
-            primary["api_key"] = self._api_key
-        model_list = [{"model_name": _PRIMARY, "litellm_params": primary}]
+        model_list = [{"model_name": _PRIMARY, "litellm_params": self._params(self._model)}]
         names = []
         for index, fallback in enumerate(self._fallbacks):
             name = f"chatgate-fallback-{index}"
             names.append(name)
-            params = {"model": fallback, "timeout": self._timeout}
-            model_list.append({"model_name": name, "litellm_params": params})
+            model_list.append({"model_name": name, "litellm_params": self._params(fallback)})
         return litellm.Router(
             model_list=model_list,
             num_retries=self._retries,
@@ -97,6 +95,18 @@ class LiteLLMModel:
             timeout=self._timeout,
             retry_after=0,
         )
+
+    def _params(self, model: str) -> dict[str, Any]:
+        """litellm parameters for one model. The configured endpoint and key belong to the
+        primary's provider, so fallbacks of that provider share them; other providers use
+        litellm's own configuration (their usual environment variables)."""
+        params: dict[str, Any] = {"model": model, "timeout": self._timeout}
+        if _provider(model) == _provider(self._model):
+            if self._api_base:
+                params["api_base"] = self._api_base
+            if self._api_key:
+                params["api_key"] = self._api_key
+        return params
 
     def context_window(self) -> int:
         """The configured window, else litellm's figure for the model, else 8192."""

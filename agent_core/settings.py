@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     web_token: SecretStr | None = _key("web_token")
 
     max_concurrent_turns: int = Field(
-        16,
+        64,
         ge=1,
         le=10_000,
         validation_alias=AliasChoices("CHATGATE_MAX_CONCURRENT_TURNS", "max_concurrent_turns"),

@@ -1,0 +1,42 @@
+"""Scenario fixtures: the gateway app in-process, with the real litellm and the fake model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Awaitable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from agent_core.settings import Settings, load_settings
+from gateway.app import build_app
+from tests.fakes.model_server import FakeModelServer
+
+ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
+
+
+def settings_for(database_url: str, server: FakeModelServer | None, **extra: str) -> Settings:
+    """Settings as a user would set them in the environment."""
+    environ = {"CHATGATE_DATABASE_URL": database_url, "CHATGATE_LEASE_SECONDS": "2"}
+    if server is not None:
+        environ |= {"CHATGATE_MODEL": "openai/fake-model",
+                    "CHATGATE_MODEL_API_BASE": server.base_url,
+                    "CHATGATE_MODEL_API_KEY": "sk-test", "CHATGATE_MODEL_RETRIES": "0"}
+    return load_settings(environ | extra)
+
+
+@pytest.fixture
+async def make_client(database_url: str) -> AsyncIterator[ClientFactory]:
+    """Start the app (build_app, the real wiring) and return a client; closed at the end."""
+    clients: list[TestClient[Any, Any]] = []
+
+    async def make(server: FakeModelServer | None = None, **extra: str) -> TestClient[Any, Any]:
+        app = build_app(settings_for(database_url, server, **extra))
+        client = TestClient(TestServer(app, host="127.0.0.1"))
+        await client.start_server()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()

@@ -1,0 +1,250 @@
+"""The gateway in-process: web chat API, real litellm against the fake model server."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from tests.fakes.model_server import FakeModelServer, Scripted
+from tests.scenario.conftest import ClientFactory
+
+Client = TestClient[Any, Any]
+
+
+async def _post(client: Client, conversation: str, text: str, **extra: Any) -> dict[str, Any]:
+    response = await client.post("/api/messages",
+                                 json={"conversation": conversation, "text": text, **extra})
+    assert response.status == 202, await response.text()
+    body: dict[str, Any] = await response.json()
+    return body
+
+
+async def _items(client: Client, conversation_id: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/api/conversations/{conversation_id}/messages")
+    assert response.status == 200
+    return list((await response.json())["items"])
+
+
+async def _replies(client: Client, conversation_id: str, count: int,
+                   timeout: float = 20) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        items = await _items(client, conversation_id)
+        if sum(item["role"] != "user" for item in items) >= count:
+            return items
+        assert time.monotonic() < deadline, f"{count} replies not seen: {items}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_message_gets_the_models_reply(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """system prompt + message go through litellm to the model; its reply is stored in order."""
+    model_server.script("Hello from the model")
+    client = await make_client(model_server)
+    accepted = await _post(client, "general", "hi there")
+    items = await _replies(client, accepted["conversation_id"], 1)
+    assert [(i["role"], i["text"]) for i in items] == [
+        ("user", "hi there"), ("assistant", "Hello from the model")]
+    request = model_server.requests[0]
+    assert request["model"] == "fake-model"
+    assert request["messages"][0]["role"] == "system"
+    assert request["messages"][-1] == {"role": "user", "content": "hi there"}
+
+
+async def test_the_same_event_twice_makes_one_turn(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """A resend with the same id is acknowledged as a duplicate and runs nothing."""
+    client = await make_client(model_server)
+    first = await _post(client, "general", "once", id="client-1")
+    second = await _post(client, "general", "once", id="client-1")
+    assert second["duplicate"] and not first["duplicate"]
+    assert second["turn_id"] == first["turn_id"]
+    await _replies(client, first["conversation_id"], 1)
+    await asyncio.sleep(0.3)
+    assert len(model_server.requests) == 1
+    assert len(await _items(client, first["conversation_id"])) == 2
+
+
+async def test_two_messages_are_answered_in_order(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """The second waits for the first; its prompt holds the first answer."""
+    model_server.script(Scripted(text="first answer", delay=0.5), "second answer")
+    client = await make_client(model_server)
+    one = await _post(client, "ordered", "question one")
+    await _post(client, "ordered", "question two")
+    items = await _replies(client, one["conversation_id"], 2)
+    assistant = [i["text"] for i in items if i["role"] == "assistant"]
+    assert assistant == ["first answer", "second answer"]
+    assert model_server.max_in_flight == 1
+    contents = [m["content"] for m in model_server.requests[1]["messages"][1:]]
+    assert contents == ["question one", "first answer", "question two"]
+
+
+async def test_twenty_conversations_run_concurrently(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """Twenty conversations' model calls are in flight at the same time."""
+    model_server.hold_until(20, timeout=15)
+    client = await make_client(model_server)
+    accepted = await asyncio.gather(*(_post(client, f"c{i}", f"hello {i}") for i in range(20)))
+    for index, body in enumerate(accepted):
+        items = await _replies(client, body["conversation_id"], 1, timeout=30)
+        assert items[-1]["text"] == f"echo: hello {index}"
+    assert model_server.max_in_flight == 20
+
+
+async def test_concurrency_is_bounded_by_the_setting(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """CHATGATE_MAX_CONCURRENT_TURNS caps turns in flight across conversations."""
+    model_server.script(*(Scripted(text="ok", delay=0.2) for _ in range(8)))
+    client = await make_client(model_server, CHATGATE_MAX_CONCURRENT_TURNS="3")
+    accepted = await asyncio.gather(*(_post(client, f"b{i}", "go") for i in range(8)))
+    for body in accepted:
+        await _replies(client, body["conversation_id"], 1)
+    assert model_server.max_in_flight == 3
+
+
+async def test_bad_input_gets_a_clear_4xx_and_stores_nothing(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """Malformed bodies 400, over 1 MiB 413, unknown ids 404: never 500, nothing stored."""
+    client = await make_client(model_server)
+    cases: list[tuple[bytes, int]] = [
+        (b"{not json", 400),
+        (b"\xff\xfe\x00", 400),
+        (b"[]", 400),
+        (b'"text"', 400),
+        (b"{}", 400),
+        (json.dumps({"conversation": "c", "text": ""}).encode(), 400),
+        (json.dumps({"conversation": "c", "text": 5}).encode(), 400),
+        (json.dumps({"conversation": "", "text": "x"}).encode(), 400),
+        (json.dumps({"conversation": "c", "text": "x", "user": "bad user!"}).encode(), 400),
+        (json.dumps({"conversation": "c", "text": "x", "id": ""}).encode(), 400),
+        (json.dumps({"conversation": "c", "text": "x" * 40_000}).encode(), 400),
+        (json.dumps({"conversation": "c", "text": "x" * (1024 * 1024)}).encode(), 413),
+    ]
+    for body, status in cases:
+        response = await client.post("/api/messages", data=io.BytesIO(body),
+                                     headers={"Content-Type": "application/json"})
+        assert response.status == status, (body[:40], response.status)
+        assert "error" in await response.json()
+    assert (await client.get("/api/conversations/nope/messages")).status == 404
+    assert (await client.get("/api/conversations/nope/stream")).status == 404
+    good = await _post(client, "c", "fine")
+    bad_after = await client.get(f"/api/conversations/{good['conversation_id']}/messages?after=x")
+    assert bad_after.status == 400
+    conversations = await (await client.get("/api/conversations")).json()
+    assert [c["name"] for c in conversations] == ["c"]
+    assert len(await _items(client, good["conversation_id"])) >= 1
+
+
+async def test_health_readiness_and_metrics(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """healthz and readyz answer 200; metrics count the inbound event and the turn."""
+    client = await make_client(model_server)
+    assert (await client.get("/healthz")).status == 200
+    ready = await client.get("/readyz")
+    assert ready.status == 200 and (await ready.json())["ready"] is True
+    accepted = await _post(client, "m", "count me", id="m-1")
+    await _post(client, "m", "count me", id="m-1")
+    await _replies(client, accepted["conversation_id"], 1)
+    await asyncio.sleep(0.1)
+    text = await (await client.get("/metrics")).text()
+    assert 'chatgate_inbound_events_total{outcome="accepted",platform="web"} 1.0' in text
+    assert 'chatgate_inbound_events_total{outcome="duplicate",platform="web"} 1.0' in text
+    assert 'chatgate_turns_started_total{platform="web"} 1.0' in text
+    assert 'chatgate_turns_finished_total{platform="web"} 1.0' in text
+    assert 'chatgate_turn_duration_seconds_count{platform="web"} 1.0' in text
+
+
+async def test_the_stream_delivers_the_reply_as_it_lands(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """Server-sent events carry the user's message and then the reply, without polling."""
+    model_server.script(Scripted(text="streamed reply", delay=0.3))
+    client = await make_client(model_server)
+    accepted = await _post(client, "s", "first")
+    stream = await client.get(f"/api/conversations/{accepted['conversation_id']}/stream")
+    assert stream.headers["Content-Type"].startswith("text/event-stream")
+    seen: list[dict[str, Any]] = []
+    async with asyncio.timeout(15):
+        while not any(item["role"] == "assistant" for item in seen):
+            line = (await stream.content.readline()).decode()
+            if line.startswith("data: "):
+                seen.append(json.loads(line.removeprefix("data: ")))
+    stream.close()
+    assert [i["text"] for i in seen] == ["first", "streamed reply"]
+
+
+async def test_web_token_is_required_when_set(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """With CHATGATE_WEB_TOKEN, the web chat answers only the token holder; health stays open."""
+    client = await make_client(model_server, CHATGATE_WEB_TOKEN="s3cret")
+    assert (await client.get("/api/conversations")).status == 401
+    assert (await client.get("/")).status == 401
+    wrong = await client.get("/api/conversations", headers={"Authorization": "Bearer nope"})
+    assert wrong.status == 401
+    bearer = await client.get("/api/conversations", headers={"Authorization": "Bearer s3cret"})
+    assert bearer.status == 200
+    assert (await client.get("/api/conversations?token=s3cret")).status == 200
+    refused = await client.post("/api/messages", json={"conversation": "x", "text": "y"})
+    assert refused.status == 401
+    assert (await client.get("/healthz")).status == 200
+    conversations = await (await client.get("/api/conversations?token=s3cret")).json()
+    assert conversations == []
+
+
+async def test_no_model_configured_reply_names_the_setting(make_client: ClientFactory) -> None:
+    """Without CHATGATE_MODEL the gateway runs and the reply says what to set."""
+    client = await make_client(None)
+    accepted = await _post(client, "n", "hello?")
+    items = await _replies(client, accepted["conversation_id"], 1)
+    assert items[-1]["role"] == "system"
+    assert "CHATGATE_MODEL" in items[-1]["text"]
+
+
+async def test_a_transient_model_error_is_retried(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """A 500 from the model is retried by litellm's router; the user sees the answer."""
+    model_server.script(Scripted(status=500), "after retry")
+    client = await make_client(model_server, CHATGATE_MODEL_RETRIES="2")
+    accepted = await _post(client, "r", "try")
+    items = await _replies(client, accepted["conversation_id"], 1, timeout=60)
+    assert items[-1]["text"] == "after retry"
+    assert len(model_server.requests) == 2
+
+
+async def test_fallback_model_answers_when_the_primary_fails(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """CHATGATE_FALLBACK_MODELS is tried when the primary keeps failing."""
+    model_server.script(Scripted(status=500), "from the fallback")
+    client = await make_client(model_server, CHATGATE_FALLBACK_MODELS="openai/backup-model")
+    accepted = await _post(client, "f", "hello")
+    items = await _replies(client, accepted["conversation_id"], 1, timeout=60)
+    assert items[-1]["text"] == "from the fallback"
+    assert [r["model"] for r in model_server.requests] == ["fake-model", "backup-model"]
+
+
+async def test_when_every_model_fails_the_user_is_told(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """No answer from any model: a system message says so and the turn ends."""
+    model_server.script(Scripted(status=500), Scripted(status=500))
+    client = await make_client(model_server)
+    accepted = await _post(client, "x", "hello")
+    items = await _replies(client, accepted["conversation_id"], 1, timeout=60)
+    assert items[-1]["role"] == "system"
+    assert "could not be reached" in items[-1]["text"]
