@@ -15,9 +15,9 @@ from pydantic import JsonValue
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
-from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.elements import ColumnElement
 
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
 from agent_core.records import (

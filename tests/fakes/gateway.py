@@ -27,8 +27,11 @@ def free_port() -> int:
 
 def child_env(**settings: str) -> dict[str, str]:
     """The environment for a chatgate subprocess: ours, minus CHATGATE_*, plus the guard."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "SLACK_",
-                                                                    "TELEGRAM_", "DISCORD_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CHATGATE_", "SLACK_", "TELEGRAM_", "DISCORD_"))
+    }
     env["PYTHONPATH"] = f"{ROOT / 'tests' / 'netguard'}{os.pathsep}{ROOT}"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.update(settings)
@@ -36,8 +39,13 @@ def child_env(**settings: str) -> dict[str, str]:
 
 
 def http(
-    method: str, url: str, body: Any = None, *, raw: bytes | None = None,
-    headers: dict[str, str] | None = None, timeout: float = 10,
+    method: str,
+    url: str,
+    body: Any = None,
+    *,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10,
 ) -> tuple[int, Any]:
     """One request; returns (status, parsed JSON body or text)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -87,8 +95,12 @@ class GatewayProcess:
             log.write(f"--- start {self.starts} ---\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [str(CHATGATE), command], cwd=self.workdir, env=child_env(**settings),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [str(CHATGATE), command],
+                cwd=self.workdir,
+                env=child_env(**settings),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.wait_ready()
 

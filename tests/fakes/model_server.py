@@ -165,8 +165,11 @@ class FakeModelServer:
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
     prompt = sum(len(str(m.get("content", ""))) // 4 + 1 for m in body.get("messages", []))
     completion = len(text) // 4 + 1
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _completion(body: dict[str, Any], answer: Scripted) -> dict[str, Any]:
@@ -178,11 +181,13 @@ def _completion(body: dict[str, Any], answer: Scripted) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "fake"),
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "finish_reason": "tool_calls" if answer.tool_calls else "stop",
-        }],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if answer.tool_calls else "stop",
+            }
+        ],
         "usage": _usage(body, answer.text or ""),
     }
 
@@ -195,14 +200,20 @@ def _chunks(body: dict[str, Any], answer: Scripted) -> Iterator[dict[str, Any]]:
         "model": body.get("model", "fake"),
     }
     text = answer.text or ""
-    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
-                                "finish_reason": None}]}
+    yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
     for start in range(0, len(text), 8):
-        yield {**base, "choices": [{"index": 0, "delta": {"content": text[start:start + 8]},
-                                    "finish_reason": None}]}
+        yield {
+            **base,
+            "choices": [
+                {"index": 0, "delta": {"content": text[start : start + 8]}, "finish_reason": None}
+            ],
+        }
     for index, call in enumerate(answer.tool_calls):
         delta = {"tool_calls": [{"index": index, **call}]}
         yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
     finish = "tool_calls" if answer.tool_calls else "stop"
-    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-           "usage": _usage(body, text)}
+    yield {
+        **base,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+        "usage": _usage(body, text),
+    }

@@ -17,8 +17,9 @@ Client = TestClient[Any, Any]
 
 
 async def _post(client: Client, conversation: str, text: str, **extra: Any) -> dict[str, Any]:
-    response = await client.post("/api/messages",
-                                 json={"conversation": conversation, "text": text, **extra})
+    response = await client.post(
+        "/api/messages", json={"conversation": conversation, "text": text, **extra}
+    )
     assert response.status == 202, await response.text()
     body: dict[str, Any] = await response.json()
     return body
@@ -30,8 +31,9 @@ async def _items(client: Client, conversation_id: str) -> list[dict[str, Any]]:
     return list((await response.json())["items"])
 
 
-async def _replies(client: Client, conversation_id: str, count: int,
-                   timeout: float = 20) -> list[dict[str, Any]]:
+async def _replies(
+    client: Client, conversation_id: str, count: int, timeout: float = 20
+) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while True:
         items = await _items(client, conversation_id)
@@ -50,7 +52,9 @@ async def test_a_message_gets_the_models_reply(
     accepted = await _post(client, "general", "hi there")
     items = await _replies(client, accepted["conversation_id"], 1)
     assert [(i["role"], i["text"]) for i in items] == [
-        ("user", "hi there"), ("assistant", "Hello from the model")]
+        ("user", "hi there"),
+        ("assistant", "Hello from the model"),
+    ]
     request = model_server.requests[0]
     assert request["model"] == "fake-model"
     assert request["messages"][0]["role"] == "system"
@@ -64,7 +68,8 @@ async def test_the_same_event_twice_makes_one_turn(
     client = await make_client(model_server)
     first = await _post(client, "general", "once", id="client-1")
     second = await _post(client, "general", "once", id="client-1")
-    assert second["duplicate"] and not first["duplicate"]
+    assert second["duplicate"]
+    assert not first["duplicate"]
     assert second["turn_id"] == first["turn_id"]
     await _replies(client, first["conversation_id"], 1)
     await asyncio.sleep(0.3)
@@ -133,8 +138,9 @@ async def test_bad_input_gets_a_clear_4xx_and_stores_nothing(
         (json.dumps({"conversation": "c", "text": "x" * (1024 * 1024)}).encode(), 413),
     ]
     for body, status in cases:
-        response = await client.post("/api/messages", data=io.BytesIO(body),
-                                     headers={"Content-Type": "application/json"})
+        response = await client.post(
+            "/api/messages", data=io.BytesIO(body), headers={"Content-Type": "application/json"}
+        )
         assert response.status == status, (body[:40], response.status)
         assert "error" in await response.json()
     assert (await client.get("/api/conversations/nope/messages")).status == 404
@@ -154,7 +160,8 @@ async def test_health_readiness_and_metrics(
     client = await make_client(model_server)
     assert (await client.get("/healthz")).status == 200
     ready = await client.get("/readyz")
-    assert ready.status == 200 and (await ready.json())["ready"] is True
+    assert ready.status == 200
+    assert (await ready.json())["ready"] is True
     accepted = await _post(client, "m", "count me", id="m-1")
     await _post(client, "m", "count me", id="m-1")
     await _replies(client, accepted["conversation_id"], 1)

@@ -7,8 +7,10 @@ from agent_core.model import ChatMessage
 
 
 def _history(n: int) -> list[ChatMessage]:
-    return [ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i} " * 10)
-            for i in range(n)]
+    return [
+        ChatMessage(role="user" if i % 2 == 0 else "assistant", content=f"message {i} " * 10)
+        for i in range(n)
+    ]
 
 
 def test_everything_fits_when_the_budget_allows() -> None:
@@ -25,7 +27,7 @@ def test_oldest_history_is_dropped_first() -> None:
     message = ChatMessage(role="user", content="now")
     packed = pack(system="sys", history=history, message=message, budget=300)
     kept = packed[1:-1]
-    assert kept == history[-len(kept):]
+    assert kept == history[-len(kept) :]
     assert 0 < len(kept) < 50
     assert rough_tokens(packed) <= 300
 

@@ -12,8 +12,14 @@ from agent_core.testing import RecordingOutbound, ScriptedModel
 
 
 def _message(event_id: str, text: str) -> InboundMessage:
-    return InboundMessage(platform="web", workspace="local", channel="c", user="web:local",
-                          text=text, platform_event_id=event_id)
+    return InboundMessage(
+        platform="web",
+        workspace="local",
+        channel="c",
+        user="web:local",
+        text=text,
+        platform_event_id=event_id,
+    )
 
 
 def _runner(store: Store, model: ScriptedModel | None, outbound: RecordingOutbound) -> TurnRunner:
@@ -28,7 +34,11 @@ async def test_a_turn_calls_the_model_and_delivers_the_reply(engine: AsyncEngine
     await store.accept_inbound(_message("2", "question two"))
     assert await runner.run_conversation(one.conversation_id, owner="me", lease=30) == 2
     assert [m.content for m in model.prompts[1]] == [
-        "be brief", "question one", "first answer", "question two"]
+        "be brief",
+        "question one",
+        "first answer",
+        "question two",
+    ]
     assert [r.text for r in outbound.sent] == ["first answer", "echo: question two"]
     assert outbound.sent[0].idempotency_key == f"{one.turn_id}:2"
     items = await store.messages_after(one.conversation_id)
@@ -41,8 +51,9 @@ async def test_resume_after_model_call_does_not_call_the_model_again(engine: Asy
     store, outbound = Store(engine), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
     await store.begin_step(accepted.turn_id, 1, kind="model_call", input={})
-    await store.finish_step(accepted.turn_id, 1, status="done",
-                            output={"role": "assistant", "text": "stored answer"})
+    await store.finish_step(
+        accepted.turn_id, 1, status="done", output={"role": "assistant", "text": "stored answer"}
+    )
     model = ScriptedModel()
     await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
     assert model.prompts == []
@@ -55,7 +66,8 @@ async def test_started_model_call_is_redone(engine: AsyncEngine) -> None:
     accepted = await store.accept_inbound(_message("1", "hi"))
     await store.begin_step(accepted.turn_id, 1, kind="model_call", input={})
     await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
-    assert len(model.prompts) == 1 and [r.text for r in outbound.sent] == ["fresh"]
+    assert len(model.prompts) == 1
+    assert [r.text for r in outbound.sent] == ["fresh"]
 
 
 async def test_reply_without_receipt_is_resent_once_with_the_same_key(engine: AsyncEngine) -> None:
@@ -67,7 +79,9 @@ async def test_reply_without_receipt_is_resent_once_with_the_same_key(engine: As
     turn = await store.load_turn(accepted.turn_id)
     await store.begin_step(turn.id, 1, kind="model_call", input={})
     await store.finish_step(turn.id, 1, status="done", output={"role": "assistant", "text": "a"})
-    await store.record_reply_intent(turn, 2, role="assistant", text="a", delivery_key=f"{turn.id}:2")
+    await store.record_reply_intent(
+        turn, 2, role="assistant", text="a", delivery_key=f"{turn.id}:2"
+    )
     second = RecordingOutbound()
     runner = _runner(store, model, second)
     await runner.run_turn(await store.load_turn(turn.id))
@@ -94,7 +108,8 @@ async def test_no_model_configured_says_which_setting(engine: AsyncEngine) -> No
     accepted = await store.accept_inbound(_message("1", "hi"))
     status = await _runner(store, None, outbound).run_turn(await store.load_turn(accepted.turn_id))
     assert status == "failed"
-    assert outbound.sent[0].text == NO_MODEL_REPLY and "CHATGATE_MODEL" in NO_MODEL_REPLY
+    assert outbound.sent[0].text == NO_MODEL_REPLY
+    assert "CHATGATE_MODEL" in NO_MODEL_REPLY
     items = await store.messages_after(accepted.conversation_id)
     assert items[-1].role == "system"
 

@@ -17,15 +17,21 @@ def test_defaults_match_the_contract(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert (settings.host, settings.port) == ("127.0.0.1", 8080)
     assert settings.database_url == "sqlite+aiosqlite:///./.chatgate/chatgate.db"
     assert settings.access == "pairing"
-    assert settings.model is None and settings.redis_url is None
+    assert settings.model is None
+    assert settings.redis_url is None
 
 
 def test_environment_wins_over_toml(tmp_path: Path) -> None:
     """A key in both places takes the environment's value; lists split on commas."""
     config = tmp_path / "chatgate.toml"
     config.write_text('port = 9000\nmodel = "openai/a"\nadmins = ["web:local"]\n')
-    settings = load_settings({"CHATGATE_CONFIG": str(config), "CHATGATE_PORT": "9001",
-                              "CHATGATE_FALLBACK_MODELS": "openai/b, openai/c"})
+    settings = load_settings(
+        {
+            "CHATGATE_CONFIG": str(config),
+            "CHATGATE_PORT": "9001",
+            "CHATGATE_FALLBACK_MODELS": "openai/b, openai/c",
+        }
+    )
     assert settings.port == 9001
     assert settings.model == "openai/a"
     assert settings.admins == ["web:local"]
@@ -35,7 +41,9 @@ def test_environment_wins_over_toml(tmp_path: Path) -> None:
 
 def test_unprefixed_platform_keys_are_read() -> None:
     """SLACK_BOT_TOKEN and friends have no CHATGATE_ prefix."""
-    settings = load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "TELEGRAM_API_URL": "http://127.0.0.1:1/bot"})
+    settings = load_settings(
+        {"SLACK_BOT_TOKEN": "xoxb-1", "TELEGRAM_API_URL": "http://127.0.0.1:1/bot"}
+    )
     assert settings.slack_bot_token is not None
     assert settings.slack_bot_token.get_secret_value() == "xoxb-1"
     assert settings.telegram_api_url == "http://127.0.0.1:1/bot"

@@ -11,8 +11,14 @@ from agent_core.storage.store import Store
 
 
 def _message(event_id: str, *, channel: str = "general", text: str = "hi") -> InboundMessage:
-    return InboundMessage(platform="web", workspace="local", channel=channel, user="web:local",
-                          text=text, platform_event_id=event_id)
+    return InboundMessage(
+        platform="web",
+        workspace="local",
+        channel=channel,
+        user="web:local",
+        text=text,
+        platform_event_id=event_id,
+    )
 
 
 async def test_a_duplicate_event_returns_the_first_turn(engine: AsyncEngine) -> None:
@@ -20,7 +26,8 @@ async def test_a_duplicate_event_returns_the_first_turn(engine: AsyncEngine) -> 
     store = Store(engine)
     first = await store.accept_inbound(_message("e1"))
     again = await store.accept_inbound(_message("e1", text="different body, same event"))
-    assert not first.duplicate and again.duplicate
+    assert not first.duplicate
+    assert again.duplicate
     assert (again.turn_id, again.message_id) == (first.turn_id, first.message_id)
     assert await store.open_turn_count() == 1
     assert len(await store.messages_after(first.conversation_id)) == 1
@@ -39,10 +46,17 @@ async def test_same_event_id_on_another_platform_is_not_a_duplicate(engine: Asyn
     """The ledger key is (platform, event id)."""
     store = Store(engine)
     web = await store.accept_inbound(_message("1"))
-    slack = InboundMessage(platform="slack", workspace="T", channel="C", user="slack:U",
-                           text="hi", platform_event_id="1")
+    slack = InboundMessage(
+        platform="slack",
+        workspace="T",
+        channel="C",
+        user="slack:U",
+        text="hi",
+        platform_event_id="1",
+    )
     other = await store.accept_inbound(slack)
-    assert not other.duplicate and other.turn_id != web.turn_id
+    assert not other.duplicate
+    assert other.turn_id != web.turn_id
 
 
 async def test_conversations_are_keyed_by_channel_and_thread(engine: AsyncEngine) -> None:
@@ -80,10 +94,13 @@ async def test_open_turns_come_out_oldest_first(engine: AsyncEngine) -> None:
     first = await store.accept_inbound(_message("1", text="one"))
     second = await store.accept_inbound(_message("2", text="two"))
     turn = await store.next_open_turn(first.conversation_id)
-    assert turn is not None and turn.id == first.turn_id and turn.trigger_text == "one"
+    assert turn is not None
+    assert turn.id == first.turn_id
+    assert turn.trigger_text == "one"
     await store.finish_turn(first.turn_id, status="done", error=None)
     turn = await store.next_open_turn(first.conversation_id)
-    assert turn is not None and turn.id == second.turn_id
+    assert turn is not None
+    assert turn.id == second.turn_id
 
 
 async def test_reply_intent_and_receipt_are_journaled(engine: AsyncEngine) -> None:
@@ -91,15 +108,22 @@ async def test_reply_intent_and_receipt_are_journaled(engine: AsyncEngine) -> No
     store = Store(engine)
     accepted = await store.accept_inbound(_message("1"))
     turn = await store.load_turn(accepted.turn_id)
-    await store.record_reply_intent(turn, 2, role="assistant", text="hello",
-                                    delivery_key=f"{turn.id}:2")
+    await store.record_reply_intent(
+        turn, 2, role="assistant", text="hello", delivery_key=f"{turn.id}:2"
+    )
     step = (await store.load_turn(turn.id)).step(2)
-    assert step is not None and step.status == "started" and step.kind == "reply"
+    assert step is not None
+    assert step.status == "started"
+    assert step.kind == "reply"
     await store.record_reply_sent(turn.id, 2, receipt="R1")
     step = (await store.load_turn(turn.id)).step(2)
-    assert step is not None and step.status == "done" and step.output == {"receipt": "R1"}
+    assert step is not None
+    assert step.status == "done"
+    assert step.output == {"receipt": "R1"}
     items = await store.messages_after(accepted.conversation_id)
     assert [(m.role, m.text, m.platform_message_id) for m in items] == [
-        ("user", "hi", None), ("assistant", "hello", "R1")]
+        ("user", "hi", None),
+        ("assistant", "hello", "R1"),
+    ]
     history = await store.history(accepted.conversation_id, before_turn_id=10**9, limit=10)
     assert [m.text for m in history] == ["hi", "hello"]

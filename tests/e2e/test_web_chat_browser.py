@@ -1,0 +1,70 @@
+"""The web chat in real headless Chromium (Debian's), driven by Playwright."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, expect, sync_playwright
+
+from tests.fakes.gateway import GatewayProcess
+from tests.fakes.model_server import FakeModelServer, Scripted
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium; Playwright's own browser download does not work here."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: run scripts/ensure-chromium (apt-get install chromium)"
+        )
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+def test_send_a_message_see_the_reply_then_reload_and_see_history(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Type, see the model's reply arrive without reloading, reload, history is still there."""
+    model_server.script(Scripted(text="Hello from the fake model", delay=0.3), "Second answer")
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_MODEL="openai/fake-model",
+        CHATGATE_MODEL_API_BASE=model_server.base_url,
+        CHATGATE_MODEL_API_KEY="sk-test",
+    )
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("browser test")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("hi from chromium")
+        page.keyboard.press("Enter")
+        messages = page.locator("#messages li")
+        expect(messages.nth(0)).to_have_text("hi from chromium")
+        expect(page.locator("#messages li.assistant")).to_have_text("Hello from the fake model")
+        expect(page.locator("#conversations li")).to_have_text(["browser test"])
+
+        page.get_by_label("Message").fill("and again")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator("#messages li.assistant")).to_have_count(2)
+
+        page.reload()
+        expect(messages).to_have_text(
+            ["hi from chromium", "Hello from the fake model", "and again", "Second answer"]
+        )
+        expect(page.locator("#title")).to_have_text("browser test")
+        page.screenshot(path=str(tmp_path / "web-chat.png"))
+    finally:
+        gateway.stop()

@@ -1,0 +1,112 @@
+"""The chatgate command: exit codes, one-line configuration errors, migrate and doctor."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.gateway import CHATGATE, child_env, free_port
+from tests.fakes.model_server import FakeModelServer
+
+
+def _chatgate(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHATGATE), *args],
+        cwd=cwd,
+        env=child_env(**settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_help_lists_the_commands(tmp_path: Path) -> None:
+    """--help names run, gateway, migrate and doctor."""
+    result = _chatgate("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for command in ("run", "gateway", "migrate", "doctor"):
+        assert command in result.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "gateway", "migrate", "doctor"])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("CHATGATE_PORT", "eighty"),
+        ("CHATGATE_ACCESS", "everyone"),
+        ("CHATGATE_DATABASE_URL", "mysql://db/x"),
+    ],
+)
+def test_bad_settings_exit_2_naming_the_key(
+    tmp_path: Path, command: str, key: str, value: str
+) -> None:
+    """Every command refuses a bad value with exit code 2 and one line naming the key."""
+    result = _chatgate(command, cwd=tmp_path, **{key: value})
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"chatgate: invalid setting {key}: ")
+
+
+def test_bad_toml_exits_2_naming_the_key(tmp_path: Path) -> None:
+    """The same holds for a bad value in ./chatgate.toml."""
+    (tmp_path / "chatgate.toml").write_text("max_concurrent_turns = -1\n")
+    result = _chatgate("migrate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "max_concurrent_turns (in chatgate.toml)" in result.stderr
+
+
+def test_migrate_creates_the_default_sqlite_database(tmp_path: Path) -> None:
+    """With no settings, migrate creates ./.chatgate/chatgate.db at the newest revision."""
+    result = _chatgate("migrate", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "database at revision 0001" in result.stdout
+    assert (tmp_path / ".chatgate" / "chatgate.db").is_file()
+
+
+def test_doctor_passes_with_a_working_database_and_model(
+    tmp_path: Path, database_url: str, model_server: FakeModelServer
+) -> None:
+    """doctor checks the database and makes one model call; all ok exits 0."""
+    result = _chatgate(
+        "doctor",
+        cwd=tmp_path,
+        CHATGATE_DATABASE_URL=database_url,
+        CHATGATE_MODEL="openai/fake-model",
+        CHATGATE_MODEL_API_BASE=model_server.base_url,
+        CHATGATE_MODEL_API_KEY="sk-test",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok   model" in result.stdout
+    assert len(model_server.requests) == 1
+
+
+def test_doctor_reports_what_is_wrong_and_exits_1(tmp_path: Path) -> None:
+    """An unreachable database and model fail with a fix each; exit code 1."""
+    port = free_port()
+    result = _chatgate(
+        "doctor",
+        cwd=tmp_path,
+        CHATGATE_DATABASE_URL=f"postgresql+asyncpg://nobody@127.0.0.1:{port}/none",
+        CHATGATE_MODEL="openai/fake-model",
+        CHATGATE_MODEL_API_BASE=f"http://127.0.0.1:{port}/v1",
+        CHATGATE_MODEL_API_KEY="sk-test",
+        CHATGATE_MODEL_RETRIES="0",
+        CHATGATE_MODEL_TIMEOUT="5",
+        CHATGATE_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    for name in ("database", "redis", "model"):
+        assert f"FAIL {name}" in result.stdout
+    assert "fix: " in result.stdout
+
+
+def test_doctor_without_a_model_warns_but_passes(tmp_path: Path) -> None:
+    """No model is allowed (the gateway still runs); doctor says which setting to set."""
+    result = _chatgate("doctor", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARN model" in result.stdout
+    assert "CHATGATE_MODEL" in result.stdout

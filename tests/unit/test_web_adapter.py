@@ -1,0 +1,76 @@
+"""The web adapter's pure parts: body parsing and who may use the web chat."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.base import BadRequest, Forbidden, Unauthorized
+from adapters.web import check_access, is_loopback, parse_message
+
+
+def test_a_message_body_becomes_an_inbound_event() -> None:
+    """conversation -> channel, user -> web:<user>, id -> the ledger key."""
+    event = parse_message({"conversation": " ops ", "text": "hi", "user": "ann", "id": "x1"})
+    assert (event.platform, event.channel, event.user) == ("web", "ops", "web:ann")
+    assert event.platform_event_id == "x1"
+    assert parse_message({"conversation": "a", "text": "b"}).user == "web:local"
+
+
+def test_without_an_id_every_post_is_a_new_event() -> None:
+    """No client id: a fresh event id each time (nothing to dedupe on)."""
+    body = {"conversation": "a", "text": "b"}
+    assert parse_message(body).platform_event_id != parse_message(body).platform_event_id
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        "x",
+        {},
+        {"conversation": "a"},
+        {"conversation": 1, "text": "b"},
+        {"conversation": "a", "text": "   "},
+        {"conversation": "a", "text": "b", "user": ""},
+        {"conversation": "a", "text": "b", "id": 5},
+    ],
+)
+def test_malformed_bodies_are_bad_requests(body: object) -> None:
+    """Anything but the documented shape is a BadRequest with a reason."""
+    with pytest.raises(BadRequest):
+        parse_message(body)
+
+
+@pytest.mark.parametrize(
+    ("remote", "expected"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("10.0.0.5", False),
+        ("192.168.1.2", False),
+        ("2001:db8::1", False),
+        (None, False),
+        ("not-an-ip", False),
+    ],
+)
+def test_loopback_detection(remote: str | None, expected: bool) -> None:
+    """Only 127/8, ::1 and their mapped forms count as loopback."""
+    assert is_loopback(remote) is expected
+
+
+def test_without_a_token_only_loopback_may_use_the_web_chat() -> None:
+    """A LAN client is refused (403) when CHATGATE_WEB_TOKEN is unset."""
+    check_access(remote="127.0.0.1", presented=None, token=None)
+    with pytest.raises(Forbidden):
+        check_access(remote="192.168.1.20", presented=None, token=None)
+
+
+def test_with_a_token_only_its_holder_may_use_the_web_chat() -> None:
+    """With a token, loopback is not enough; the right token is, from anywhere."""
+    check_access(remote="192.168.1.20", presented="s3cret", token="s3cret")
+    for presented in (None, "", "s3cre", "s3cret "):
+        with pytest.raises(Unauthorized):
+            check_access(remote="127.0.0.1", presented=presented, token="s3cret")
