@@ -1,0 +1,187 @@
+"""``make bench``: chatgate's costs as ratios against baselines run side by side.
+
+1. ``chatgate --help`` wall time vs ``python -c pass`` (bar: under 0.5 s).
+2. ``chatgate run`` from spawn to /readyz 200 (bar: under 3 s).
+3. One web chat turn end to end (ledger, journal, reply) vs a hand-written aiohttp +
+   litellm handler without durability, both against the same fake model server: CPU
+   seconds and peak memory of the serving process per message.
+
+The machine is shared and noisy: each figure is a median of several runs, and the ratios
+matter more than the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
+from tests.fakes.model_server import FakeModelServer
+
+MESSAGES = 200
+CONVERSATIONS = 20
+CLIENTS = 10
+
+
+def _median_seconds(run: Callable[[], None], times: int) -> float:
+    samples = []
+    for _ in range(times):
+        started = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def bench_help() -> None:
+    def chatgate_help() -> None:
+        subprocess.run([str(CHATGATE), "--help"], check=True, capture_output=True)
+
+    def python_pass() -> None:
+        subprocess.run([sys.executable, "-c", "pass"], check=True, capture_output=True)
+
+    ours, base = _median_seconds(chatgate_help, 10), _median_seconds(python_pass, 10)
+    verdict = "ok" if ours < 0.5 else "OVER 0.5 s"
+    print(f"chatgate --help     {ours * 1000:7.0f} ms   python -c pass {base * 1000:5.0f} ms"
+          f"   ratio {ours / base:5.1f}x   [{verdict}]")
+
+
+def bench_ready() -> None:
+    samples = []
+    for _ in range(5):
+        with tempfile.TemporaryDirectory() as workdir:
+            port = free_port()
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                [str(CHATGATE), "run"], cwd=workdir, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env=child_env(CHATGATE_PORT=str(port)),
+            )
+            try:
+                while True:
+                    try:
+                        if http("GET", f"http://127.0.0.1:{port}/readyz", timeout=1)[0] == 200:
+                            break
+                    except OSError:
+                        time.sleep(0.01)
+                samples.append(time.perf_counter() - started)
+            finally:
+                process.terminate()
+                process.wait(30)
+    ready = statistics.median(samples)
+    verdict = "ok" if ready < 3 else "OVER 3 s"
+    print(f"chatgate run ready  {ready * 1000:7.0f} ms   (median of 5, fresh SQLite)   [{verdict}]")
+
+
+def _cpu_and_peak(pid: int) -> tuple[float, int]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    peak = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) * 1024
+    return ticks / 100, peak
+
+
+def _drive(post: Callable[[int], None]) -> None:
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(post, range(MESSAGES)))
+
+
+def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
+    gateway = GatewayProcess(
+        database_url=f"sqlite+aiosqlite:///{workdir / 'bench.db'}", workdir=workdir,
+        CHATGATE_MODEL="openai/bench-model", CHATGATE_MODEL_API_BASE=server.base_url,
+        CHATGATE_MODEL_API_KEY="sk-bench", CHATGATE_LOG_LEVEL="warning",
+    )
+    gateway.start()
+    try:
+        gateway.post("warm-up", "hello")
+        server.wait_for_requests(1, timeout=60)
+        time.sleep(1)
+        assert gateway.process is not None
+        pid = gateway.process.pid
+        cpu_before, _ = _cpu_and_peak(pid)
+        start = len(server.requests)
+        conversation_ids: dict[int, str] = {}
+
+        def post(index: int) -> None:
+            body = gateway.post(f"c{index % CONVERSATIONS}", f"message {index}")
+            conversation_ids[index % CONVERSATIONS] = body["conversation_id"]
+
+        _drive(post)
+        server.wait_for_requests(start + MESSAGES, timeout=300)
+        for conversation_id in conversation_ids.values():
+            gateway.wait_for_replies(conversation_id, MESSAGES // CONVERSATIONS, timeout=120)
+        cpu_after, peak = _cpu_and_peak(pid)
+        return cpu_after - cpu_before, peak
+    finally:
+        gateway.terminate()
+
+
+def _run_baseline(server: FakeModelServer) -> tuple[float, int]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.baseline_web", str(port)], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=child_env(BENCH_MODEL="openai/bench-model", BENCH_API_BASE=server.base_url),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                if http("GET", f"{url}/readyz", timeout=1)[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        http("POST", f"{url}/api/messages", {"conversation": "warm-up", "text": "hello"},
+             timeout=60)
+        time.sleep(1)
+        cpu_before, _ = _cpu_and_peak(process.pid)
+
+        def post(index: int) -> None:
+            status, _ = http("POST", f"{url}/api/messages",
+                             {"conversation": f"c{index % CONVERSATIONS}",
+                              "text": f"message {index}"}, timeout=60)
+            assert status == 200
+
+        _drive(post)
+        cpu_after, peak = _cpu_and_peak(process.pid)
+        return cpu_after - cpu_before, peak
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def bench_turns() -> None:
+    ours: list[tuple[float, int]] = []
+    base: list[tuple[float, int]] = []
+    for _ in range(3):
+        with FakeModelServer() as server:
+            base.append(_run_baseline(server))
+        with FakeModelServer() as server, tempfile.TemporaryDirectory() as workdir:
+            ours.append(_run_chatgate(server, Path(workdir)))
+    cpu = statistics.median(c for c, _ in ours) / MESSAGES
+    cpu_base = statistics.median(c for c, _ in base) / MESSAGES
+    peak = statistics.median(p for _, p in ours)
+    peak_base = statistics.median(p for _, p in base)
+    print(f"web turn CPU        {cpu * 1000:7.2f} ms/msg   baseline {cpu_base * 1000:6.2f} ms/msg"
+          f"   ratio {cpu / cpu_base:5.2f}x")
+    print(f"web turn peak RSS   {peak / 2**20:7.1f} MiB      baseline {peak_base / 2**20:6.1f} MiB"
+          f"      ratio {peak / peak_base:5.2f}x")
+
+
+def main() -> None:
+    print(f"chatgate benchmarks ({MESSAGES} messages, {CONVERSATIONS} conversations, "
+          f"{CLIENTS} clients)")
+    bench_help()
+    bench_ready()
+    bench_turns()
+
+
+if __name__ == "__main__":
+    main()
