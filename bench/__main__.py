@@ -47,8 +47,10 @@ def bench_help() -> None:
 
     ours, base = _median_seconds(chatgate_help, 10), _median_seconds(python_pass, 10)
     verdict = "ok" if ours < 0.5 else "OVER 0.5 s"
-    print(f"chatgate --help     {ours * 1000:7.0f} ms   python -c pass {base * 1000:5.0f} ms"
-          f"   ratio {ours / base:5.1f}x   [{verdict}]")
+    print(
+        f"chatgate --help     {ours * 1000:7.0f} ms   python -c pass {base * 1000:5.0f} ms"
+        f"   ratio {ours / base:5.1f}x   [{verdict}]"
+    )
 
 
 def bench_ready() -> None:
@@ -58,8 +60,11 @@ def bench_ready() -> None:
             port = free_port()
             started = time.perf_counter()
             process = subprocess.Popen(
-                [str(CHATGATE), "run"], cwd=workdir, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, env=child_env(CHATGATE_PORT=str(port)),
+                [str(CHATGATE), "run"],
+                cwd=workdir,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=child_env(CHATGATE_PORT=str(port)),
             )
             try:
                 while True:
@@ -94,9 +99,12 @@ def _drive(post: Callable[[int], None]) -> None:
 
 def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
     gateway = GatewayProcess(
-        database_url=f"sqlite+aiosqlite:///{workdir / 'bench.db'}", workdir=workdir,
-        CHATGATE_MODEL="openai/bench-model", CHATGATE_MODEL_API_BASE=server.base_url,
-        CHATGATE_MODEL_API_KEY="sk-bench", CHATGATE_LOG_LEVEL="warning",
+        database_url=f"sqlite+aiosqlite:///{workdir / 'bench.db'}",
+        workdir=workdir,
+        CHATGATE_MODEL="openai/bench-model",
+        CHATGATE_MODEL_API_BASE=server.base_url,
+        CHATGATE_MODEL_API_KEY="sk-bench",
+        CHATGATE_LOG_LEVEL="warning",
     )
     gateway.start()
     try:
@@ -126,7 +134,8 @@ def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
 def _run_baseline(server: FakeModelServer) -> tuple[float, int]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.baseline_web", str(port)], stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "bench.baseline_web", str(port)],
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=child_env(BENCH_MODEL="openai/bench-model", BENCH_API_BASE=server.base_url),
     )
@@ -138,15 +147,19 @@ def _run_baseline(server: FakeModelServer) -> tuple[float, int]:
                     break
             except OSError:
                 time.sleep(0.05)
-        http("POST", f"{url}/api/messages", {"conversation": "warm-up", "text": "hello"},
-             timeout=60)
+        http(
+            "POST", f"{url}/api/messages", {"conversation": "warm-up", "text": "hello"}, timeout=60
+        )
         time.sleep(1)
         cpu_before, _ = _cpu_and_peak(process.pid)
 
         def post(index: int) -> None:
-            status, _ = http("POST", f"{url}/api/messages",
-                             {"conversation": f"c{index % CONVERSATIONS}",
-                              "text": f"message {index}"}, timeout=60)
+            status, _ = http(
+                "POST",
+                f"{url}/api/messages",
+                {"conversation": f"c{index % CONVERSATIONS}", "text": f"message {index}"},
+                timeout=60,
+            )
             assert status == 200
 
         _drive(post)
@@ -169,15 +182,21 @@ def bench_turns() -> None:
     cpu_base = statistics.median(c for c, _ in base) / MESSAGES
     peak = statistics.median(p for _, p in ours)
     peak_base = statistics.median(p for _, p in base)
-    print(f"web turn CPU        {cpu * 1000:7.2f} ms/msg   baseline {cpu_base * 1000:6.2f} ms/msg"
-          f"   ratio {cpu / cpu_base:5.2f}x")
-    print(f"web turn peak RSS   {peak / 2**20:7.1f} MiB      baseline {peak_base / 2**20:6.1f} MiB"
-          f"      ratio {peak / peak_base:5.2f}x")
+    print(
+        f"web turn CPU        {cpu * 1000:7.2f} ms/msg   baseline {cpu_base * 1000:6.2f} ms/msg"
+        f"   ratio {cpu / cpu_base:5.2f}x"
+    )
+    print(
+        f"web turn peak RSS   {peak / 2**20:7.1f} MiB      baseline {peak_base / 2**20:6.1f} MiB"
+        f"      ratio {peak / peak_base:5.2f}x"
+    )
 
 
 def main() -> None:
-    print(f"chatgate benchmarks ({MESSAGES} messages, {CONVERSATIONS} conversations, "
-          f"{CLIENTS} clients)")
+    print(
+        f"chatgate benchmarks ({MESSAGES} messages, {CONVERSATIONS} conversations, "
+        f"{CLIENTS} clients)"
+    )
     bench_help()
     bench_ready()
     bench_turns()

@@ -12,8 +12,8 @@ from collections import defaultdict
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import litellm  # noqa: E402
-from aiohttp import web  # noqa: E402
+import litellm
+from aiohttp import web
 
 HISTORY: defaultdict[str, list[dict[str, str]]] = defaultdict(list)
 
@@ -23,8 +23,10 @@ async def handle(request: web.Request) -> web.Response:
     history = HISTORY[body["conversation"]]
     history.append({"role": "user", "content": body["text"]})
     response = await litellm.acompletion(
-        model=os.environ["BENCH_MODEL"], api_base=os.environ["BENCH_API_BASE"],
-        api_key="sk-bench", messages=[{"role": "system", "content": "be brief"}, *history],
+        model=os.environ["BENCH_MODEL"],
+        api_base=os.environ["BENCH_API_BASE"],
+        api_key="sk-bench",
+        messages=[{"role": "system", "content": "be brief"}, *history],
     )
     text = response.choices[0].message.content
     history.append({"role": "assistant", "content": text})
