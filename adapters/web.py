@@ -56,14 +56,40 @@ def parse_message(body: object, *, event_id: str | None = None) -> InboundMessag
     )
 
 
-def check_access(*, remote: str | None, presented: str | None, token: str | None) -> None:
-    """Allow the token holder, or anyone on loopback when no token is configured."""
+def check_access(
+    *, remote: str | None, host: str | None, presented: str | None, token: str | None
+) -> None:
+    """Allow the token holder, or loopback clients when no token is configured.
+
+    Without a token the ``Host`` header must name this machine too: a web page elsewhere
+    that rebinds its own domain to 127.0.0.1 must not reach the chat from the user's browser.
+    """
     if token is not None:
         if presented is None or not hmac.compare_digest(presented.encode(), token.encode()):
             raise Unauthorized("a valid web chat token is required")
         return
     if not is_loopback(remote):
         raise Forbidden("the web chat only answers on loopback unless CHATGATE_WEB_TOKEN is set")
+    if not is_local_host(host):
+        raise Forbidden("the web chat only answers to localhost names unless a token is set")
+
+
+def check_same_origin(*, origin: str | None, host: str | None) -> None:
+    """Refuse a state-changing request that a page on another origin sent from a browser."""
+    if origin is None:
+        return
+    _scheme, _sep, rest = origin.partition("://")
+    if not host or rest.lower() != host.lower():
+        raise Forbidden(f"cross-origin request from {origin} refused")
+
+
+def is_local_host(host: str | None) -> bool:
+    """True when a Host header names this machine (localhost or a loopback address)."""
+    if not host:
+        return False
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
 
 
 def is_loopback(remote: str | None) -> bool:

@@ -37,6 +37,10 @@ log = structlog.get_logger("chatgate.turn")
 MODEL_STEP = 1
 REPLY_STEP = 2
 
+GAVE_UP_REPLY = (
+    "Sorry, I could not answer this message: it failed {attempts} times in a row. "
+    "Send it again to retry; the details are in the gateway log."
+)
 NO_MODEL_REPLY = (
     "No model is configured, so I cannot answer yet. Set CHATGATE_MODEL to a litellm model "
     "name (for example openai/gpt-4o-mini), and CHATGATE_MODEL_API_BASE / "
@@ -68,6 +72,7 @@ class TurnRunner:
         system_prompt: str,
         reply_max_tokens: int = 1024,
         history_limit: int = 200,
+        max_attempts: int = 5,
         faults: FaultPoints | None = None,
         observer: TurnObserver | None = None,
     ) -> None:
@@ -77,6 +82,7 @@ class TurnRunner:
         self._system_prompt = system_prompt
         self._reply_max_tokens = reply_max_tokens
         self._history_limit = history_limit
+        self._max_attempts = max_attempts
         self._faults = faults or FaultPoints()
         self._observer = observer
 
@@ -128,25 +134,48 @@ class TurnRunner:
                 await renewer
 
     async def run_turn(self, turn: TurnRecord) -> TurnStatus:
-        """Run (or resume) one turn to its end, doing only what the journal lacks."""
-        log_ = log.bind(turn_id=turn.id, conversation_id=turn.conversation_id)
+        """Run (or resume) one turn to its end, doing only what the journal lacks.
+
+        A turn that already failed ``max_attempts`` times (a bug, or a process that keeps
+        dying on it) is given up: the user is told, and the conversation moves on.
+        """
         started = time.monotonic()
         if self._observer:
             self._observer.turn_started(turn)
         status: TurnStatus | None = None
-        try:
-            await self._store.start_turn(turn.id)
-            role, text, error = await self._model_step(turn)
-            await self._reply_step(turn, role=role, text=text)
-            final: TurnStatus = "failed" if error else "done"
-            await self._store.finish_turn(turn.id, status=final, error=error)
-            status = final
-            log_.info("turn finished", status=status, error=error)
-            return status
-        finally:
-            if self._observer:
-                seconds = time.monotonic() - started
-                self._observer.turn_finished(turn, status=status, seconds=seconds)
+        with structlog.contextvars.bound_contextvars(
+            turn_id=turn.id,
+            conversation_id=turn.conversation_id,
+            platform=turn.conversation.platform,
+        ):
+            try:
+                await self._store.start_turn(turn.id)
+                if turn.attempts >= self._max_attempts:
+                    status = await self._give_up(turn)
+                    return status
+                role, text, error = await self._model_step(turn)
+                await self._reply_step(turn, role=role, text=text)
+                final: TurnStatus = "failed" if error else "done"
+                await self._store.finish_turn(turn.id, status=final, error=error)
+                status = final
+                log.info("turn finished", status=status, error=error, attempt=turn.attempts + 1)
+                return status
+            finally:
+                if self._observer:
+                    seconds = time.monotonic() - started
+                    self._observer.turn_finished(turn, status=status, seconds=seconds)
+
+    async def _give_up(self, turn: TurnRecord) -> TurnStatus:
+        error = f"gave up after {turn.attempts} attempts"
+        log.error("turn abandoned", attempts=turn.attempts)
+        if turn.step(REPLY_STEP) is None:
+            text = GAVE_UP_REPLY.format(attempts=turn.attempts)
+            try:
+                await self._reply_step(turn, role="system", text=text)
+            except Exception:
+                log.exception("could not tell the user the turn was abandoned")
+        await self._store.finish_turn(turn.id, status="failed", error=error)
+        return "failed"
 
     async def _model_step(self, turn: TurnRecord) -> tuple[Role, str, str | None]:
         step = turn.step(MODEL_STEP)

@@ -61,6 +61,7 @@ class TurnRecord:
     conversation_id: str
     conversation: ConversationKey
     status: TurnStatus
+    attempts: int
     user: str
     trigger_message_id: int
     trigger_text: str

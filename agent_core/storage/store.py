@@ -274,6 +274,7 @@ class Store:
                 thread=row.thread or None,
             ),
             status=row.status,
+            attempts=int(row.attempts),
             user=row.user_id,
             trigger_message_id=int(row.trigger_message_id),
             trigger_text=row.trigger_text,

@@ -9,7 +9,13 @@ from pathlib import Path
 from aiohttp import web
 
 from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
-from adapters.web import check_access, conversation_item, message_item, parse_message
+from adapters.web import (
+    check_access,
+    check_same_origin,
+    conversation_item,
+    message_item,
+    parse_message,
+)
 from gateway.routes import Handler, json_error, read_json
 from gateway.runtime import RUNTIME
 
@@ -27,19 +33,25 @@ def _presented_token(request: web.Request) -> str | None:
 
 @web.middleware
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The web chat answers the token holder, or loopback clients when no token is set."""
+    """The web chat answers the token holder, or loopback clients when no token is set;
+    writes must be JSON from the page's own origin (no cross-site form posts)."""
     if request.path == "/" or request.path.startswith(("/api/", "/static/")):
         secret = request.app[RUNTIME].settings.web_token
         try:
             check_access(
                 remote=request.remote,
+                host=request.host,
                 presented=_presented_token(request),
                 token=secret.get_secret_value() if secret else None,
             )
+            if request.method == "POST":
+                check_same_origin(origin=request.headers.get("Origin"), host=request.host)
         except Unauthorized as exc:
             return json_error(401, str(exc))
         except Forbidden as exc:
             return json_error(403, str(exc))
+        if request.method == "POST" and request.content_type != "application/json":
+            return json_error(415, "send the body as application/json")
     return await handler(request)
 
 

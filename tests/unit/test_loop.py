@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_core.errors import ModelError
@@ -133,3 +134,34 @@ async def test_another_lease_holder_keeps_us_out(engine: AsyncEngine) -> None:
     runner = _runner(store, ScriptedModel(), outbound)
     assert await runner.run_conversation(accepted.conversation_id, owner="me", lease=30) == 0
     assert outbound.sent == []
+
+
+class _BrokenModel(ScriptedModel):
+    """A model port whose implementation has a bug: it raises something unexpected."""
+
+    async def complete(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        self.prompts.append(list(messages))
+        raise RuntimeError("bug in a model adapter")
+
+
+async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
+    engine: AsyncEngine,
+) -> None:
+    """After max_attempts failures the user gets a message and the next turn can run."""
+    store, outbound, model = Store(engine), RecordingOutbound(), _BrokenModel()
+    runner = TurnRunner(store, model=model, outbound=outbound, system_prompt="s", max_attempts=3)
+    first = await store.accept_inbound(_message("1", "poison"))
+    for _ in range(3):
+        with pytest.raises(RuntimeError):
+            await runner.run_conversation(first.conversation_id, owner="me", lease=30)
+    second = await store.accept_inbound(_message("2", "fine"))
+    runner = TurnRunner(
+        store, model=ScriptedModel(), outbound=outbound, system_prompt="s", max_attempts=3
+    )
+    assert await runner.run_conversation(first.conversation_id, owner="me", lease=30) == 2
+    assert len(model.prompts) == 3
+    assert "failed 3 times" in outbound.sent[0].text
+    assert outbound.sent[1].text == "echo: fine"
+    turn = await store.load_turn(first.turn_id)
+    assert turn.status == "failed"
+    assert (await store.load_turn(second.turn_id)).status == "done"

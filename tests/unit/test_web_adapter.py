@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
-from adapters.web import check_access, is_loopback, parse_message
+from adapters.web import (
+    check_access,
+    check_same_origin,
+    is_local_host,
+    is_loopback,
+    parse_message,
+)
 
 
 def test_a_message_body_becomes_an_inbound_event() -> None:
@@ -63,14 +69,39 @@ def test_loopback_detection(remote: str | None, expected: bool) -> None:
 
 def test_without_a_token_only_loopback_may_use_the_web_chat() -> None:
     """A LAN client is refused (403) when CHATGATE_WEB_TOKEN is unset."""
-    check_access(remote="127.0.0.1", presented=None, token=None)
+    check_access(remote="127.0.0.1", host="127.0.0.1:8080", presented=None, token=None)
     with pytest.raises(Forbidden):
-        check_access(remote="192.168.1.20", presented=None, token=None)
+        check_access(remote="192.168.1.20", host="h:1", presented=None, token=None)
 
 
 def test_with_a_token_only_its_holder_may_use_the_web_chat() -> None:
     """With a token, loopback is not enough; the right token is, from anywhere."""
-    check_access(remote="192.168.1.20", presented="s3cret", token="s3cret")
+    check_access(remote="192.168.1.20", host="h:1", presented="s3cret", token="s3cret")
     for presented in (None, "", "s3cre", "s3cret "):
         with pytest.raises(Unauthorized):
-            check_access(remote="127.0.0.1", presented=presented, token="s3cret")
+            check_access(remote="127.0.0.1", host="h:1", presented=presented, token="s3cret")
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [("127.0.0.1:8080", True), ("localhost:8080", True), ("localhost", True),
+     ("[::1]:8080", True), ("app.localhost:1", True), ("evil.example:8080", False),
+     ("10.0.0.1:8080", False), (None, False)],
+)
+def test_local_host_names(host: str | None, expected: bool) -> None:
+    """Only names of this machine pass as Host without a token."""
+    assert is_local_host(host) is expected
+
+
+def test_a_rebound_domain_is_refused_without_a_token() -> None:
+    """DNS rebinding: loopback peer, foreign Host header -> 403."""
+    with pytest.raises(Forbidden):
+        check_access(remote="127.0.0.1", host="evil.example:8080", presented=None, token=None)
+
+
+def test_cross_origin_writes_are_refused() -> None:
+    """A POST whose Origin is another site is refused; same origin or none passes."""
+    check_same_origin(origin=None, host="127.0.0.1:8080")
+    check_same_origin(origin="http://127.0.0.1:8080", host="127.0.0.1:8080")
+    with pytest.raises(Forbidden):
+        check_same_origin(origin="https://evil.example", host="127.0.0.1:8080")
