@@ -94,13 +94,19 @@ class TurnRunner:
         if not await self._store.claim_lease(conversation_id, owner=owner, ttl=lease):
             return 0
         finished = 0
+        released = False
         try:
             async with self._heartbeat(conversation_id, owner=owner, lease=lease):
-                while (turn := await self._store.next_open_turn(conversation_id)) is not None:
+                while True:
+                    turn = await self._store.begin_next_turn(conversation_id, owner=owner)
+                    if turn is None:
+                        released = True  # begin_next_turn gave the lease up
+                        break
                     await self.run_turn(turn)
                     finished += 1
         finally:
-            await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
+            if not released:
+                await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
         return finished
 
     @contextlib.asynccontextmanager
@@ -134,10 +140,11 @@ class TurnRunner:
                 await renewer
 
     async def run_turn(self, turn: TurnRecord) -> TurnStatus:
-        """Run (or resume) one turn to its end, doing only what the journal lacks.
+        """Run (or resume) a started turn to its end, doing only what the journal lacks.
 
-        A turn that already failed ``max_attempts`` times (a bug, or a process that keeps
-        dying on it) is given up: the user is told, and the conversation moves on.
+        ``turn`` comes from ``Store.begin_next_turn`` or ``Store.start_turn``, which count the
+        attempt. A turn that already failed ``max_attempts`` times (a bug, or a process that
+        keeps dying on it) is given up: the user is told, and the conversation moves on.
         """
         started = time.monotonic()
         if self._observer:
@@ -149,14 +156,12 @@ class TurnRunner:
             platform=turn.conversation.platform,
         ):
             try:
-                await self._store.start_turn(turn.id)
                 if turn.attempts >= self._max_attempts:
                     status = await self._give_up(turn)
                     return status
                 role, text, error = await self._model_step(turn)
-                await self._reply_step(turn, role=role, text=text)
                 final: TurnStatus = "failed" if error else "done"
-                await self._store.finish_turn(turn.id, status=final, error=error)
+                await self._reply_step(turn, role=role, text=text, status=final, error=error)
                 status = final
                 log.info("turn finished", status=status, error=error, attempt=turn.attempts + 1)
                 return status
@@ -171,7 +176,8 @@ class TurnRunner:
         if turn.step(REPLY_STEP) is None:
             text = GAVE_UP_REPLY.format(attempts=turn.attempts)
             try:
-                await self._reply_step(turn, role="system", text=text)
+                await self._reply_step(turn, role="system", text=text, status="failed", error=error)
+                return "failed"
             except Exception:
                 log.exception("could not tell the user the turn was abandoned")
         await self._store.finish_turn(turn.id, status="failed", error=error)
@@ -212,7 +218,9 @@ class TurnRunner:
                     "completion_tokens": reply.completion_tokens,
                 }
         status: StepStatus = "failed" if "error" in output else "done"
-        await self._store.finish_step(turn.id, MODEL_STEP, status=status, output=output)
+        await self._store.finish_step(
+            turn.id, MODEL_STEP, kind="model_call", status=status, output=output
+        )
         self._faults.hit("after_model_call")
         return _role(output["role"]), str(output["text"]), _error(output)
 
@@ -240,9 +248,13 @@ class TurnRunner:
             )
         return packed
 
-    async def _reply_step(self, turn: TurnRecord, *, role: Role, text: str) -> None:
+    async def _reply_step(
+        self, turn: TurnRecord, *, role: Role, text: str, status: TurnStatus, error: str | None
+    ) -> None:
+        """Journal the reply, deliver it, then journal the receipt and close the turn."""
         step = turn.step(REPLY_STEP)
         if step is not None and step.status == "done":
+            await self._store.finish_turn(turn.id, status=status, error=error)
             return
         key = f"{turn.id}:{REPLY_STEP}"
         if step is None:
@@ -250,6 +262,9 @@ class TurnRunner:
                 turn, REPLY_STEP, role=role, text=text, delivery_key=key
             )
             self._faults.hit("after_reply_intent")
+        elif isinstance(step.input, dict):
+            # Resend exactly what was journaled, not a fresh rendering.
+            text = str(step.input.get("text", text))
         reply = Reply(
             conversation=turn.conversation,
             text=text,
@@ -258,7 +273,9 @@ class TurnRunner:
         )
         receipt = await self._outbound.send(reply)
         self._faults.hit("after_send")
-        await self._store.record_reply_sent(turn.id, REPLY_STEP, receipt=receipt)
+        await self._store.record_reply_sent(
+            turn.id, REPLY_STEP, receipt=receipt, turn_status=status, error=error
+        )
 
 
 def _role(value: object) -> Role:

@@ -21,7 +21,7 @@ from agent_core.faults import FaultPoints
 from agent_core.loop import TurnRunner
 from agent_core.model import Model
 from agent_core.settings import Settings
-from agent_core.storage.database import open_engine
+from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
 from gateway import routes
 from gateway.dispatch import Dispatcher
@@ -102,8 +102,8 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
     chosen = model if model is not None else build_model(settings)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        async with open_engine(settings.database_url) as engine:
-            store = Store(engine)
+        async with open_database(settings.database_url) as database:
+            store = Store(database)
             metrics = Metrics()
             hub = WebHub()
             faults = FaultPoints(settings.test_fault)

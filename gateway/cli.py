@@ -64,11 +64,11 @@ def migrate() -> None:
     """Apply the database migrations (run and gateway also do this at start)."""
     settings = _settings()
     from agent_core.errors import StorageError
-    from agent_core.storage.database import open_engine, revision_status
+    from agent_core.storage.database import open_database
 
     async def go() -> str | None:
-        async with open_engine(settings.database_url) as engine:
-            current, _head = await revision_status(engine)
+        async with open_database(settings.database_url) as database:
+            current, _head = await database.revision_status()
             return current
 
     try:

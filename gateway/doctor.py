@@ -6,13 +6,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy.engine import make_url
-
 from adapters.web import is_loopback
 from agent_core.errors import ModelError, StorageError
 from agent_core.model import ChatMessage
 from agent_core.settings import Settings
-from agent_core.storage.database import create_engine, ping, revision_status
+from agent_core.storage.database import Database
 from gateway.app import build_model
 
 Status = Literal["ok", "WARN", "FAIL"]
@@ -34,12 +32,12 @@ class Check:
 
 
 async def _database(settings: Settings) -> Check:
-    shown = make_url(settings.database_url).render_as_string(hide_password=True)
-    engine = create_engine(settings.database_url)
+    database = Database(settings.database_url)
+    shown = database.display_url()
     try:
         async with asyncio.timeout(10):
-            await ping(engine)
-            current, head = await revision_status(engine)
+            await database.ping()
+            current, head = await database.revision_status()
     except (StorageError, TimeoutError, OSError) as exc:
         return Check(
             "database",
@@ -48,7 +46,7 @@ async def _database(settings: Settings) -> Check:
             "check CHATGATE_DATABASE_URL and that the server is running",
         )
     finally:
-        await engine.dispose()
+        await database.dispose()
     if current != head:
         return Check(
             "database",

@@ -11,7 +11,6 @@ import structlog
 from aiohttp import web
 
 from agent_core.errors import StorageError
-from agent_core.storage.database import ping
 from gateway.runtime import RUNTIME
 
 log = structlog.get_logger("chatgate.http")
@@ -69,7 +68,7 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"ready": False, "reason": "draining"}, status=503)
     try:
         async with asyncio.timeout(2):
-            await ping(runtime.store.engine)
+            await runtime.store.database.ping()
     except (TimeoutError, StorageError) as exc:
         reason = f"database: {exc or 'timed out'}"
         return web.json_response({"ready": False, "reason": reason}, status=503)

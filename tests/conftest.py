@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from agent_core.storage.database import create_engine, migrate
+from agent_core.storage.database import Database
 from tests.fakes import netguard
 from tests.fakes.model_server import FakeModelServer
 
@@ -52,11 +52,11 @@ def _pg_template() -> Iterator[str]:
 
     async def setup() -> None:
         await _admin(f'CREATE DATABASE "{name}"')
-        engine = create_engine(make_url(POSTGRES).set(database=name).render_as_string(False))
+        database = Database(make_url(POSTGRES).set(database=name).render_as_string(False))
         try:
-            await migrate(engine)
+            await database.migrate()
         finally:
-            await engine.dispose()
+            await database.dispose()
 
     asyncio.run(setup())
     yield name
@@ -79,12 +79,12 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    """A migrated engine on this test's database."""
-    engine = create_engine(database_url)
-    await migrate(engine)
-    yield engine
-    await engine.dispose()
+async def database(database_url: str) -> AsyncIterator[Database]:
+    """This test's database, migrated."""
+    database = Database(database_url)
+    await database.migrate()
+    yield database
+    await database.dispose()
 
 
 @pytest.fixture

@@ -144,12 +144,15 @@ async def test_bad_input_gets_a_clear_4xx_and_stores_nothing(
         assert response.status == status, (body[:40], response.status)
         assert "error" in await response.json()
     good_body = json.dumps({"conversation": "c", "text": "x"})
-    form = await client.post("/api/messages", data=good_body,
-                             headers={"Content-Type": "text/plain"})
+    form = await client.post(
+        "/api/messages", data=good_body, headers={"Content-Type": "text/plain"}
+    )
     assert form.status == 415
-    cross = await client.post("/api/messages", data=good_body,
-                              headers={"Content-Type": "application/json",
-                                       "Origin": "https://evil.example"})
+    cross = await client.post(
+        "/api/messages",
+        data=good_body,
+        headers={"Content-Type": "application/json", "Origin": "https://evil.example"},
+    )
     assert cross.status == 403
     rebound = await client.get("/api/conversations", headers={"Host": "evil.example:8080"})
     assert rebound.status == 403

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agent_core.errors import ModelError
 from agent_core.events import InboundMessage
 from agent_core.loop import NO_MODEL_REPLY, TurnRunner
+from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingOutbound, ScriptedModel
 
@@ -27,9 +27,9 @@ def _runner(store: Store, model: ScriptedModel | None, outbound: RecordingOutbou
     return TurnRunner(store, model=model, outbound=outbound, system_prompt="be brief")
 
 
-async def test_a_turn_calls_the_model_and_delivers_the_reply(engine: AsyncEngine) -> None:
+async def test_a_turn_calls_the_model_and_delivers_the_reply(database: Database) -> None:
     """System prompt + history + message go to the model; the reply is stored and sent."""
-    store, model, outbound = Store(engine), ScriptedModel("first answer"), RecordingOutbound()
+    store, model, outbound = Store(database), ScriptedModel("first answer"), RecordingOutbound()
     runner = _runner(store, model, outbound)
     one = await store.accept_inbound(_message("1", "question one"))
     await store.accept_inbound(_message("2", "question two"))
@@ -47,45 +47,51 @@ async def test_a_turn_calls_the_model_and_delivers_the_reply(engine: AsyncEngine
     assert (await store.load_turn(one.turn_id)).status == "done"
 
 
-async def test_resume_after_model_call_does_not_call_the_model_again(engine: AsyncEngine) -> None:
+async def test_resume_after_model_call_does_not_call_the_model_again(database: Database) -> None:
     """A journaled model result is reused when the turn resumes."""
-    store, outbound = Store(engine), RecordingOutbound()
+    store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
     await store.begin_step(accepted.turn_id, 1, kind="model_call", input={})
     await store.finish_step(
-        accepted.turn_id, 1, status="done", output={"role": "assistant", "text": "stored answer"}
+        accepted.turn_id,
+        1,
+        kind="model_call",
+        status="done",
+        output={"role": "assistant", "text": "stored answer"},
     )
     model = ScriptedModel()
-    await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    await _runner(store, model, outbound).run_turn(await store.start_turn(accepted.turn_id))
     assert model.prompts == []
     assert [r.text for r in outbound.sent] == ["stored answer"]
 
 
-async def test_started_model_call_is_redone(engine: AsyncEngine) -> None:
+async def test_started_model_call_is_redone(database: Database) -> None:
     """A model call with no recorded result (crash mid-call) is made again."""
-    store, outbound, model = Store(engine), RecordingOutbound(), ScriptedModel("fresh")
+    store, outbound, model = Store(database), RecordingOutbound(), ScriptedModel("fresh")
     accepted = await store.accept_inbound(_message("1", "hi"))
     await store.begin_step(accepted.turn_id, 1, kind="model_call", input={})
-    await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    await _runner(store, model, outbound).run_turn(await store.start_turn(accepted.turn_id))
     assert len(model.prompts) == 1
     assert [r.text for r in outbound.sent] == ["fresh"]
 
 
-async def test_reply_without_receipt_is_resent_once_with_the_same_key(engine: AsyncEngine) -> None:
+async def test_reply_without_receipt_is_resent_once_with_the_same_key(database: Database) -> None:
     """Intent journaled, send unknown: resend with the same idempotency key, one message."""
-    store, model = Store(engine), ScriptedModel("answer")
+    store, model = Store(database), ScriptedModel("answer")
     accepted = await store.accept_inbound(_message("1", "hi"))
     first = RecordingOutbound()
     runner = _runner(store, model, first)
-    turn = await store.load_turn(accepted.turn_id)
+    turn = await store.start_turn(accepted.turn_id)
     await store.begin_step(turn.id, 1, kind="model_call", input={})
-    await store.finish_step(turn.id, 1, status="done", output={"role": "assistant", "text": "a"})
+    await store.finish_step(
+        turn.id, 1, kind="model_call", status="done", output={"role": "assistant", "text": "a"}
+    )
     await store.record_reply_intent(
         turn, 2, role="assistant", text="a", delivery_key=f"{turn.id}:2"
     )
     second = RecordingOutbound()
     runner = _runner(store, model, second)
-    await runner.run_turn(await store.load_turn(turn.id))
+    await runner.run_turn(await store.start_turn(turn.id))
     assert [(r.text, r.idempotency_key) for r in second.sent] == [("a", f"{turn.id}:2")]
     items = await store.messages_after(accepted.conversation_id)
     assert [m.role for m in items] == ["user", "assistant"]
@@ -93,9 +99,9 @@ async def test_reply_without_receipt_is_resent_once_with_the_same_key(engine: As
     assert model.prompts == []
 
 
-async def test_finished_turn_is_not_run_again(engine: AsyncEngine) -> None:
+async def test_finished_turn_is_not_run_again(database: Database) -> None:
     """A conversation with only finished turns runs nothing."""
-    store, outbound = Store(engine), RecordingOutbound()
+    store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
     runner = _runner(store, ScriptedModel(), outbound)
     await runner.run_conversation(accepted.conversation_id, owner="me", lease=30)
@@ -103,11 +109,11 @@ async def test_finished_turn_is_not_run_again(engine: AsyncEngine) -> None:
     assert len(outbound.sent) == 1
 
 
-async def test_no_model_configured_says_which_setting(engine: AsyncEngine) -> None:
+async def test_no_model_configured_says_which_setting(database: Database) -> None:
     """Without a model the reply names CHATGATE_MODEL."""
-    store, outbound = Store(engine), RecordingOutbound()
+    store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
-    status = await _runner(store, None, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    status = await _runner(store, None, outbound).run_turn(await store.start_turn(accepted.turn_id))
     assert status == "failed"
     assert outbound.sent[0].text == NO_MODEL_REPLY
     assert "CHATGATE_MODEL" in NO_MODEL_REPLY
@@ -115,20 +121,22 @@ async def test_no_model_configured_says_which_setting(engine: AsyncEngine) -> No
     assert items[-1].role == "system"
 
 
-async def test_model_failure_is_told_to_the_user(engine: AsyncEngine) -> None:
+async def test_model_failure_is_told_to_the_user(database: Database) -> None:
     """When every model try fails, the user gets a clear message and the turn ends."""
-    store, outbound = Store(engine), RecordingOutbound()
+    store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
     model = ScriptedModel(ModelError("openai/x: 503 overloaded"))
-    status = await _runner(store, model, outbound).run_turn(await store.load_turn(accepted.turn_id))
+    status = await _runner(store, model, outbound).run_turn(
+        await store.start_turn(accepted.turn_id)
+    )
     assert status == "failed"
     assert "could not be reached" in outbound.sent[0].text
     assert "503 overloaded" in outbound.sent[0].text
 
 
-async def test_another_lease_holder_keeps_us_out(engine: AsyncEngine) -> None:
+async def test_another_lease_holder_keeps_us_out(database: Database) -> None:
     """While another process holds the conversation, this one runs nothing."""
-    store, outbound = Store(engine), RecordingOutbound()
+    store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
     assert await store.claim_lease(accepted.conversation_id, owner="other", ttl=30)
     runner = _runner(store, ScriptedModel(), outbound)
@@ -145,10 +153,10 @@ class _BrokenModel(ScriptedModel):
 
 
 async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
-    engine: AsyncEngine,
+    database: Database,
 ) -> None:
     """After max_attempts failures the user gets a message and the next turn can run."""
-    store, outbound, model = Store(engine), RecordingOutbound(), _BrokenModel()
+    store, outbound, model = Store(database), RecordingOutbound(), _BrokenModel()
     runner = TurnRunner(store, model=model, outbound=outbound, system_prompt="s", max_attempts=3)
     first = await store.accept_inbound(_message("1", "poison"))
     for _ in range(3):

@@ -7,9 +7,8 @@ from typing import Any
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from agent_core.storage.database import migrate, revision_status
+from agent_core.storage.database import Database
 from agent_core.storage.schema import metadata
 
 
@@ -18,16 +17,16 @@ def _diff(connection: Connection) -> list[Any]:
     return list(compare_metadata(context, metadata))
 
 
-async def test_migrated_database_matches_the_schema(engine: AsyncEngine) -> None:
+async def test_migrated_database_matches_the_schema(database: Database) -> None:
     """Autogenerate finds nothing to change after upgrading to head."""
-    async with engine.connect() as conn:
-        assert await conn.run_sync(_diff) == []
-    current, head = await revision_status(engine)
-    assert current == head is not None
+    assert await database.read(_diff) == []
+    current, head = await database.revision_status()
+    assert current == head
+    assert head is not None
 
 
-async def test_migrating_twice_is_harmless(engine: AsyncEngine) -> None:
+async def test_migrating_twice_is_harmless(database: Database) -> None:
     """Every start migrates; a second run is a no-op."""
-    await migrate(engine)
-    current, head = await revision_status(engine)
+    await database.migrate()
+    current, head = await database.revision_status()
     assert current == head

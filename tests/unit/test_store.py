@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from agent_core.events import InboundMessage
+from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 
 
@@ -21,9 +20,9 @@ def _message(event_id: str, *, channel: str = "general", text: str = "hi") -> In
     )
 
 
-async def test_a_duplicate_event_returns_the_first_turn(engine: AsyncEngine) -> None:
+async def test_a_duplicate_event_returns_the_first_turn(database: Database) -> None:
     """Same platform event id twice: one message, one turn, second marked duplicate."""
-    store = Store(engine)
+    store = Store(database)
     first = await store.accept_inbound(_message("e1"))
     again = await store.accept_inbound(_message("e1", text="different body, same event"))
     assert not first.duplicate
@@ -33,18 +32,18 @@ async def test_a_duplicate_event_returns_the_first_turn(engine: AsyncEngine) -> 
     assert len(await store.messages_after(first.conversation_id)) == 1
 
 
-async def test_concurrent_duplicates_make_one_turn(engine: AsyncEngine) -> None:
+async def test_concurrent_duplicates_make_one_turn(database: Database) -> None:
     """Ten simultaneous deliveries of one event (a retry storm) make exactly one turn."""
-    store = Store(engine)
+    store = Store(database)
     results = await asyncio.gather(*(store.accept_inbound(_message("storm")) for _ in range(10)))
     assert sum(not r.duplicate for r in results) == 1
     assert len({r.turn_id for r in results}) == 1
     assert await store.open_turn_count() == 1
 
 
-async def test_same_event_id_on_another_platform_is_not_a_duplicate(engine: AsyncEngine) -> None:
+async def test_same_event_id_on_another_platform_is_not_a_duplicate(database: Database) -> None:
     """The ledger key is (platform, event id)."""
-    store = Store(engine)
+    store = Store(database)
     web = await store.accept_inbound(_message("1"))
     slack = InboundMessage(
         platform="slack",
@@ -59,9 +58,9 @@ async def test_same_event_id_on_another_platform_is_not_a_duplicate(engine: Asyn
     assert other.turn_id != web.turn_id
 
 
-async def test_conversations_are_keyed_by_channel_and_thread(engine: AsyncEngine) -> None:
+async def test_conversations_are_keyed_by_channel_and_thread(database: Database) -> None:
     """Two messages in one channel share a conversation; another channel gets its own."""
-    store = Store(engine)
+    store = Store(database)
     a = await store.accept_inbound(_message("1", channel="a"))
     b = await store.accept_inbound(_message("2", channel="a"))
     c = await store.accept_inbound(_message("3", channel="b"))
@@ -70,9 +69,9 @@ async def test_conversations_are_keyed_by_channel_and_thread(engine: AsyncEngine
     assert sorted(listed) == ["a", "b"]
 
 
-async def test_lease_is_exclusive_until_it_expires(engine: AsyncEngine) -> None:
+async def test_lease_is_exclusive_until_it_expires(database: Database) -> None:
     """A live lease keeps others out; an expired one can be taken over; release frees it."""
-    store = Store(engine)
+    store = Store(database)
     conversation = (await store.accept_inbound(_message("1"))).conversation_id
     assert await store.claim_lease(conversation, owner="a", ttl=30)
     assert not await store.claim_lease(conversation, owner="b", ttl=30)
@@ -88,26 +87,34 @@ async def test_lease_is_exclusive_until_it_expires(engine: AsyncEngine) -> None:
     assert await store.claim_lease(conversation, owner="c", ttl=30)
 
 
-async def test_open_turns_come_out_oldest_first(engine: AsyncEngine) -> None:
-    """next_open_turn returns turns in arrival order, skipping finished ones."""
-    store = Store(engine)
+async def test_open_turns_come_out_oldest_first(database: Database) -> None:
+    """begin_next_turn starts turns in arrival order, counts attempts, skips finished ones,
+    and gives the lease up when none is left."""
+    store = Store(database)
     first = await store.accept_inbound(_message("1", text="one"))
     second = await store.accept_inbound(_message("2", text="two"))
-    turn = await store.next_open_turn(first.conversation_id)
+    conversation = first.conversation_id
+    assert await store.claim_lease(conversation, owner="me", ttl=30)
+    turn = await store.begin_next_turn(conversation, owner="me")
     assert turn is not None
-    assert turn.id == first.turn_id
-    assert turn.trigger_text == "one"
+    assert (turn.id, turn.trigger_text, turn.attempts) == (first.turn_id, "one", 0)
+    again = await store.begin_next_turn(conversation, owner="me")
+    assert again is not None
+    assert (again.id, again.attempts) == (first.turn_id, 1)
     await store.finish_turn(first.turn_id, status="done", error=None)
-    turn = await store.next_open_turn(first.conversation_id)
+    turn = await store.begin_next_turn(conversation, owner="me")
     assert turn is not None
     assert turn.id == second.turn_id
+    await store.finish_turn(second.turn_id, status="done", error=None)
+    assert await store.begin_next_turn(conversation, owner="me") is None
+    assert await store.claim_lease(conversation, owner="someone else", ttl=30)
 
 
-async def test_reply_intent_and_receipt_are_journaled(engine: AsyncEngine) -> None:
+async def test_reply_intent_and_receipt_are_journaled(database: Database) -> None:
     """The reply's message and its step are written together; the receipt completes both."""
-    store = Store(engine)
+    store = Store(database)
     accepted = await store.accept_inbound(_message("1"))
-    turn = await store.load_turn(accepted.turn_id)
+    turn = await store.start_turn(accepted.turn_id)
     await store.record_reply_intent(
         turn, 2, role="assistant", text="hello", delivery_key=f"{turn.id}:2"
     )

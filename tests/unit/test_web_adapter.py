@@ -84,9 +84,16 @@ def test_with_a_token_only_its_holder_may_use_the_web_chat() -> None:
 
 @pytest.mark.parametrize(
     ("host", "expected"),
-    [("127.0.0.1:8080", True), ("localhost:8080", True), ("localhost", True),
-     ("[::1]:8080", True), ("app.localhost:1", True), ("evil.example:8080", False),
-     ("10.0.0.1:8080", False), (None, False)],
+    [
+        ("127.0.0.1:8080", True),
+        ("localhost:8080", True),
+        ("localhost", True),
+        ("[::1]:8080", True),
+        ("app.localhost:1", True),
+        ("evil.example:8080", False),
+        ("10.0.0.1:8080", False),
+        (None, False),
+    ],
 )
 def test_local_host_names(host: str | None, expected: bool) -> None:
     """Only names of this machine pass as Host without a token."""
