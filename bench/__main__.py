@@ -105,6 +105,7 @@ def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
         CHATGATE_MODEL_API_BASE=server.base_url,
         CHATGATE_MODEL_API_KEY="sk-bench",
         CHATGATE_LOG_LEVEL="warning",
+        CHATGATE_LEASE_SECONDS="30",
     )
     gateway.start()
     try:

@@ -32,7 +32,7 @@ T = TypeVar("T")
 _MIGRATIONS = str(Path(__file__).with_name("migrations"))
 # Any constant works; it only has to be the same in every chatgate process.
 _MIGRATION_LOCK_ID = 0x63_68_61_74
-_SQLITE_THREADS = 2
+_SQLITE_THREADS = 1
 _READ_ONLY = "chatgate_read_only"
 
 
