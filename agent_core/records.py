@@ -63,7 +63,6 @@ class TurnRecord:
     status: TurnStatus
     attempts: int
     user: str
-    trigger_message_id: int
     trigger_text: str
     reply_to: str | None
     created_at: datetime

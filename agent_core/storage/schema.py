@@ -88,6 +88,7 @@ messages = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_messages_conversation_id_id", "conversation_id", "id"),
     Index("ix_messages_conversation_turn", "conversation_id", "turn_id"),
+    Index("ix_messages_turn_id", "turn_id"),
 )
 
 ingress = Table(
@@ -110,7 +111,6 @@ turns = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
-    Column("trigger_message_id", Id, ForeignKey("messages.id"), nullable=False),
     Column("user_id", String(255), nullable=False),
     Column("reply_to", String(255)),
     Column("status", String(16), nullable=False),

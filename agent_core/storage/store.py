@@ -9,11 +9,11 @@ its message; the receipt and the end of the turn.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
@@ -31,7 +31,14 @@ from agent_core.records import (
     TurnStatus,
 )
 from agent_core.storage.database import Database
-from agent_core.storage.schema import conversations, ingress, messages, turn_steps, turns
+from agent_core.storage.schema import (
+    UTCDateTime,
+    conversations,
+    ingress,
+    messages,
+    turn_steps,
+    turns,
+)
 
 _OPEN: tuple[TurnStatus, ...] = ("pending", "running")
 
@@ -164,47 +171,201 @@ class Store:
 
 
 # -- the transactions ----------------------------------------------------------------------
+#
+# Statements are built once, with bind parameters, so a transaction pays only for compiled-
+# cache lookups and the database's own work. Bind names start with ``b_`` because an UPDATE
+# may not bind a name that is also one of its columns.
+
+
+def _upsert_conversation_statement(dialect: Any) -> Any:
+    statement = dialect.insert(conversations).values(
+        id=bindparam("b_id"),
+        platform=bindparam("b_platform"),
+        workspace=bindparam("b_workspace"),
+        channel=bindparam("b_channel"),
+        thread=bindparam("b_thread"),
+        created_at=bindparam("b_now"),
+        updated_at=bindparam("b_now"),
+    )
+    return statement.on_conflict_do_update(
+        index_elements=["platform", "workspace", "channel", "thread"],
+        set_={"updated_at": statement.excluded.updated_at},
+    ).returning(conversations.c.id)
+
+
+_UPSERT_CONVERSATION = {
+    "sqlite": _upsert_conversation_statement(sqlite),
+    "postgresql": _upsert_conversation_statement(postgresql),
+}
+_BEGIN_STEP = {
+    "sqlite": sqlite.insert(turn_steps).on_conflict_do_nothing(index_elements=["turn_id", "seq"]),
+    "postgresql": postgresql.insert(turn_steps).on_conflict_do_nothing(
+        index_elements=["turn_id", "seq"]
+    ),
+}
+_INSERT_TURN = insert(turns).returning(turns.c.id)
+_INSERT_MESSAGE = insert(messages).returning(messages.c.id)
+_INSERT_INGRESS = insert(ingress)
+_LEDGERED = select(ingress.c.conversation_id, ingress.c.message_id, ingress.c.turn_id).where(
+    ingress.c.platform == bindparam("b_platform"), ingress.c.event_id == bindparam("b_event_id")
+)
+_CLAIM = (
+    update(conversations)
+    .where(
+        conversations.c.id == bindparam("b_id"),
+        or_(
+            conversations.c.lease_owner.is_(None),
+            conversations.c.lease_owner == bindparam("b_owner"),
+            conversations.c.lease_expires_at < bindparam("b_now"),
+        ),
+    )
+    .values(lease_owner=bindparam("b_owner"), lease_expires_at=bindparam("b_until"))
+)
+_RELEASE = (
+    update(conversations)
+    .where(
+        conversations.c.id == bindparam("b_id"),
+        conversations.c.lease_owner == bindparam("b_owner"),
+    )
+    .values(lease_owner=None, lease_expires_at=None)
+)
+_NEXT_OPEN = (
+    select(turns.c.id)
+    .where(turns.c.conversation_id == bindparam("b_id"), turns.c.status.in_(_OPEN))
+    .order_by(turns.c.id)
+    .limit(1)
+    .scalar_subquery()
+)
+_START = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"))
+    .values(
+        status="running",
+        attempts=turns.c.attempts + 1,
+        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
+    )
+    .returning(*turns.c)
+)
+_START_NEXT = (
+    update(turns)
+    .where(turns.c.id == _NEXT_OPEN)
+    .values(
+        status="running",
+        attempts=turns.c.attempts + 1,
+        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
+    )
+    .returning(*turns.c)
+)
+_TURN = select(turns).where(turns.c.id == bindparam("b_turn"))
+_TRIGGER = (
+    select(messages.c.text)
+    .where(messages.c.turn_id == bindparam("b_turn"), messages.c.role == "user")
+    .order_by(messages.c.id)
+    .limit(1)
+)
+_CONVERSATION_KEY = select(
+    conversations.c.platform,
+    conversations.c.workspace,
+    conversations.c.channel,
+    conversations.c.thread,
+).where(conversations.c.id == bindparam("b_id"))
+_STEPS = (
+    select(turn_steps).where(turn_steps.c.turn_id == bindparam("b_turn")).order_by(turn_steps.c.seq)
+)
+_FINISH_TURN = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"))
+    .values(
+        status=bindparam("b_status"), error=bindparam("b_error"), finished_at=bindparam("b_now")
+    )
+)
+_INSERT_STEP = insert(turn_steps)
+_UPDATE_STEP = (
+    update(turn_steps)
+    .where(turn_steps.c.turn_id == bindparam("b_turn"), turn_steps.c.seq == bindparam("b_seq"))
+    .values(
+        status=bindparam("b_status"), output=bindparam("b_output"), finished_at=bindparam("b_now")
+    )
+)
+_RECEIPT = (
+    update(messages)
+    .where(messages.c.delivery_key == bindparam("b_key"))
+    .values(platform_message_id=bindparam("b_receipt"))
+)
+_HISTORY = (
+    select(messages)
+    .where(
+        messages.c.conversation_id == bindparam("b_id"),
+        messages.c.turn_id < bindparam("b_turn"),
+        messages.c.role.in_(("user", "assistant")),
+    )
+    .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
+    .limit(bindparam("b_limit"))
+)
+_MESSAGES_AFTER = (
+    select(messages)
+    .where(messages.c.conversation_id == bindparam("b_id"), messages.c.id > bindparam("b_after"))
+    .order_by(messages.c.id)
+    .limit(bindparam("b_limit"))
+)
 
 
 def _accept(conn: Connection, event: InboundMessage, *, payload: str) -> Accepted:
-    existing = _ledgered(conn, event.platform, event.platform_event_id)
-    if existing is not None:
-        return existing
+    # No look-up first: duplicates are rare, and the ledger's unique key rejects them
+    # (the caller then reads what the first delivery created).
     now = utcnow()
-    conversation_id = _upsert_conversation(conn, event.conversation, now)
-    message_id = _insert(
-        conn,
-        messages,
-        conversation_id=conversation_id,
-        role="user",
-        text=event.text,
-        author=event.user,
-        platform_message_id=event.reply_to,
-        created_at=now,
+    conversation_id = str(
+        conn.execute(
+            _UPSERT_CONVERSATION[conn.dialect.name],
+            {
+                "b_id": uuid.uuid4().hex,
+                "b_platform": event.platform,
+                "b_workspace": event.workspace,
+                "b_channel": event.channel,
+                "b_thread": event.thread or "",
+                "b_now": now,
+            },
+        ).scalar_one()
     )
-    turn_id = _insert(
-        conn,
-        turns,
-        conversation_id=conversation_id,
-        trigger_message_id=message_id,
-        user_id=event.user,
-        reply_to=event.reply_to,
-        status="pending",
-        attempts=0,
-        created_at=now,
+    turn_id = int(
+        conn.execute(
+            _INSERT_TURN,
+            {
+                "conversation_id": conversation_id,
+                "user_id": event.user,
+                "reply_to": event.reply_to,
+                "status": "pending",
+                "attempts": 0,
+                "created_at": now,
+            },
+        ).scalar_one()
     )
-    conn.execute(update(messages).where(messages.c.id == message_id).values(turn_id=turn_id))
+    message_id = int(
+        conn.execute(
+            _INSERT_MESSAGE,
+            {
+                "conversation_id": conversation_id,
+                "role": "user",
+                "text": event.text,
+                "author": event.user,
+                "turn_id": turn_id,
+                "platform_message_id": event.reply_to,
+                "created_at": now,
+            },
+        ).scalar_one()
+    )
     conn.execute(
-        ingress.insert().values(
-            platform=event.platform,
-            event_id=event.platform_event_id,
-            kind=event.kind,
-            conversation_id=conversation_id,
-            message_id=message_id,
-            turn_id=turn_id,
-            payload=payload,
-            received_at=event.received_at,
-        )
+        _INSERT_INGRESS,
+        {
+            "platform": event.platform,
+            "event_id": event.platform_event_id,
+            "kind": event.kind,
+            "conversation_id": conversation_id,
+            "message_id": message_id,
+            "turn_id": turn_id,
+            "payload": payload,
+            "received_at": event.received_at,
+        },
     )
     return Accepted(
         conversation_id=conversation_id, message_id=message_id, turn_id=turn_id, duplicate=False
@@ -212,10 +373,7 @@ def _accept(conn: Connection, event: InboundMessage, *, payload: str) -> Accepte
 
 
 def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None:
-    query = select(ingress.c.conversation_id, ingress.c.message_id, ingress.c.turn_id).where(
-        ingress.c.platform == platform, ingress.c.event_id == event_id
-    )
-    row = conn.execute(query).first()
+    row = conn.execute(_LEDGERED, {"b_platform": platform, "b_event_id": event_id}).first()
     if row is None:
         return None
     return Accepted(
@@ -226,51 +384,19 @@ def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None
     )
 
 
-def _upsert_conversation(conn: Connection, key: ConversationKey, now: datetime) -> str:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(conversations).values(
-        id=uuid.uuid4().hex,
-        platform=key.platform,
-        workspace=key.workspace,
-        channel=key.channel,
-        thread=key.thread or "",
-        created_at=now,
-        updated_at=now,
-    )
-    statement = statement.on_conflict_do_update(
-        index_elements=["platform", "workspace", "channel", "thread"],
-        set_={"updated_at": statement.excluded.updated_at},
-    ).returning(conversations.c.id)
-    return str(conn.execute(statement).scalar_one())
-
-
-def _insert(conn: Connection, table: Any, **values: Any) -> int:
-    return int(conn.execute(table.insert().values(**values).returning(table.c.id)).scalar_one())
-
-
 def _claim(conn: Connection, conversation_id: str, *, owner: str, ttl: float) -> bool:
     now = utcnow()
-    statement = (
-        update(conversations)
-        .where(
-            conversations.c.id == conversation_id,
-            or_(
-                conversations.c.lease_owner.is_(None),
-                conversations.c.lease_owner == owner,
-                conversations.c.lease_expires_at < now,
-            ),
-        )
-        .values(lease_owner=owner, lease_expires_at=now + timedelta(seconds=ttl))
-    )
-    return conn.execute(statement).rowcount == 1
+    params = {
+        "b_id": conversation_id,
+        "b_owner": owner,
+        "b_now": now,
+        "b_until": now + timedelta(seconds=ttl),
+    }
+    return conn.execute(_CLAIM, params).rowcount == 1
 
 
 def _release(conn: Connection, conversation_id: str, *, owner: str) -> None:
-    conn.execute(
-        update(conversations)
-        .where(conversations.c.id == conversation_id, conversations.c.lease_owner == owner)
-        .values(lease_owner=None, lease_expires_at=None)
-    )
+    conn.execute(_RELEASE, {"b_id": conversation_id, "b_owner": owner})
 
 
 def _needing_work(conn: Connection, *, limit: int) -> list[str]:
@@ -290,60 +416,36 @@ def _needing_work(conn: Connection, *, limit: int) -> list[str]:
 
 
 def _begin_next(conn: Connection, conversation_id: str, *, owner: str) -> TurnRecord | None:
-    query = (
-        select(turns.c.id)
-        .where(turns.c.conversation_id == conversation_id, turns.c.status.in_(_OPEN))
-        .order_by(turns.c.id)
-        .limit(1)
-    )
-    turn_id = conn.execute(query).scalar()
-    if turn_id is None:
+    row = conn.execute(_START_NEXT, {"b_id": conversation_id, "b_now": utcnow()}).first()
+    if row is None:
         _release(conn, conversation_id, owner=owner)
         return None
-    return _start(conn, int(turn_id))
+    # RETURNING shows the row after the update: report the attempts made before this one.
+    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
 
 
 def _start(conn: Connection, turn_id: int) -> TurnRecord:
-    turn = _load_turn(conn, turn_id)
-    conn.execute(
-        update(turns)
-        .where(turns.c.id == turn_id)
-        .values(
-            status="running",
-            attempts=turns.c.attempts + 1,
-            started_at=func.coalesce(turns.c.started_at, utcnow()),
-        )
-    )
-    return turn
+    row = conn.execute(_START, {"b_turn": turn_id, "b_now": utcnow()}).one()
+    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
 
 
 def _load_turn(conn: Connection, turn_id: int) -> TurnRecord:
-    query = (
-        select(
-            turns,
-            messages.c.text.label("trigger_text"),
-            conversations.c.platform,
-            conversations.c.workspace,
-            conversations.c.channel,
-            conversations.c.thread,
-        )
-        .join(messages, messages.c.id == turns.c.trigger_message_id)
-        .join(conversations, conversations.c.id == turns.c.conversation_id)
-        .where(turns.c.id == turn_id)
-    )
-    row = conn.execute(query).one()
-    steps = conn.execute(
-        select(turn_steps).where(turn_steps.c.turn_id == turn_id).order_by(turn_steps.c.seq)
-    ).all()
+    row = conn.execute(_TURN, {"b_turn": turn_id}).one()
+    return _turn_record(conn, row, attempts=int(row.attempts))
+
+
+def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecord:
+    key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
+    trigger = conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
+    steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
     return TurnRecord(
         id=int(row.id),
         conversation_id=row.conversation_id,
-        conversation=_key(row),
+        conversation=_key(key),
         status=row.status,
-        attempts=int(row.attempts),
+        attempts=attempts,
         user=row.user_id,
-        trigger_message_id=int(row.trigger_message_id),
-        trigger_text=row.trigger_text,
+        trigger_text=trigger,
         reply_to=row.reply_to,
         created_at=row.created_at,
         steps=tuple(_step(step) for step in steps),
@@ -352,32 +454,25 @@ def _load_turn(conn: Connection, turn_id: int) -> TurnRecord:
 
 def _finish_turn(conn: Connection, turn_id: int, *, status: TurnStatus, error: str | None) -> None:
     conn.execute(
-        update(turns)
-        .where(turns.c.id == turn_id)
-        .values(status=status, error=error, finished_at=utcnow())
+        _FINISH_TURN, {"b_turn": turn_id, "b_status": status, "b_error": error, "b_now": utcnow()}
     )
-
-
-def _step_exists(conn: Connection, turn_id: int, seq: int) -> bool:
-    query = select(turn_steps.c.id).where(turn_steps.c.turn_id == turn_id, turn_steps.c.seq == seq)
-    return conn.execute(query).first() is not None
 
 
 def _begin_step(
     conn: Connection, turn_id: int, seq: int, *, kind: StepKind, input: JsonValue
 ) -> None:
-    if not _step_exists(conn, turn_id, seq):
-        conn.execute(
-            turn_steps.insert().values(
-                turn_id=turn_id,
-                seq=seq,
-                kind=kind,
-                status="started",
-                input=input,
-                idempotency_key=f"{turn_id}:{seq}",
-                started_at=utcnow(),
-            )
-        )
+    conn.execute(
+        _BEGIN_STEP[conn.dialect.name],
+        {
+            "turn_id": turn_id,
+            "seq": seq,
+            "kind": kind,
+            "status": "started",
+            "input": input,
+            "idempotency_key": f"{turn_id}:{seq}",
+            "started_at": utcnow(),
+        },
+    )
 
 
 def _finish_step(
@@ -390,24 +485,21 @@ def _finish_step(
     output: JsonValue,
 ) -> None:
     now = utcnow()
-    if not _step_exists(conn, turn_id, seq):
-        conn.execute(
-            turn_steps.insert().values(
-                turn_id=turn_id,
-                seq=seq,
-                kind=kind,
-                status=status,
-                output=output,
-                idempotency_key=f"{turn_id}:{seq}",
-                started_at=now,
-                finished_at=now,
-            )
-        )
+    params = {"b_turn": turn_id, "b_seq": seq, "b_status": status, "b_output": output, "b_now": now}
+    if conn.execute(_UPDATE_STEP, params).rowcount:
         return
     conn.execute(
-        update(turn_steps)
-        .where(turn_steps.c.turn_id == turn_id, turn_steps.c.seq == seq)
-        .values(status=status, output=output, finished_at=now)
+        _INSERT_STEP,
+        {
+            "turn_id": turn_id,
+            "seq": seq,
+            "kind": kind,
+            "status": status,
+            "output": output,
+            "idempotency_key": f"{turn_id}:{seq}",
+            "started_at": now,
+            "finished_at": now,
+        },
     )
 
 
@@ -415,32 +507,31 @@ def _reply_intent(
     conn: Connection, turn: TurnRecord, seq: int, *, role: Role, text: str, delivery_key: str
 ) -> int:
     now = utcnow()
-    message_id = _insert(
-        conn,
-        messages,
-        conversation_id=turn.conversation_id,
-        role=role,
-        text=text,
-        author=None,
-        turn_id=turn.id,
-        delivery_key=delivery_key,
-        created_at=now,
+    message_id = int(
+        conn.execute(
+            _INSERT_MESSAGE,
+            {
+                "conversation_id": turn.conversation_id,
+                "role": role,
+                "text": text,
+                "author": None,
+                "turn_id": turn.id,
+                "delivery_key": delivery_key,
+                "created_at": now,
+            },
+        ).scalar_one()
     )
     conn.execute(
-        turn_steps.insert().values(
-            turn_id=turn.id,
-            seq=seq,
-            kind="reply",
-            status="started",
-            input={"role": role, "text": text, "message_id": message_id},
-            idempotency_key=delivery_key,
-            started_at=now,
-        )
-    )
-    conn.execute(
-        update(conversations)
-        .where(conversations.c.id == turn.conversation_id)
-        .values(updated_at=now)
+        _INSERT_STEP,
+        {
+            "turn_id": turn.id,
+            "seq": seq,
+            "kind": "reply",
+            "status": "started",
+            "input": {"role": role, "text": text, "message_id": message_id},
+            "idempotency_key": delivery_key,
+            "started_at": now,
+        },
     )
     return message_id
 
@@ -455,11 +546,7 @@ def _reply_sent(
     error: str | None,
 ) -> None:
     _finish_step(conn, turn_id, seq, kind="reply", status="done", output={"receipt": receipt})
-    conn.execute(
-        update(messages)
-        .where(messages.c.delivery_key == f"{turn_id}:{seq}")
-        .values(platform_message_id=receipt)
-    )
+    conn.execute(_RECEIPT, {"b_key": f"{turn_id}:{seq}", "b_receipt": receipt})
     if turn_status is not None:
         _finish_turn(conn, turn_id, status=turn_status, error=error)
 
@@ -467,29 +554,15 @@ def _reply_sent(
 def _history(
     conn: Connection, conversation_id: str, *, before_turn_id: int, limit: int
 ) -> list[MessageRecord]:
-    query = (
-        select(messages)
-        .where(
-            messages.c.conversation_id == conversation_id,
-            messages.c.turn_id < before_turn_id,
-            messages.c.role.in_(("user", "assistant")),
-        )
-        .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
-        .limit(limit)
-    )
-    return [_message(row) for row in reversed(conn.execute(query).all())]
+    params = {"b_id": conversation_id, "b_turn": before_turn_id, "b_limit": limit}
+    return [_message(row) for row in reversed(conn.execute(_HISTORY, params).all())]
 
 
 def _messages_after(
     conn: Connection, conversation_id: str, *, after_id: int, limit: int
 ) -> list[MessageRecord]:
-    query = (
-        select(messages)
-        .where(messages.c.conversation_id == conversation_id, messages.c.id > after_id)
-        .order_by(messages.c.id)
-        .limit(limit)
-    )
-    return [_message(row) for row in conn.execute(query).all()]
+    params = {"b_id": conversation_id, "b_after": after_id, "b_limit": limit}
+    return [_message(row) for row in conn.execute(_MESSAGES_AFTER, params).all()]
 
 
 def _conversation_by_id(conn: Connection, conversation_id: str) -> ConversationRecord | None:
@@ -517,7 +590,7 @@ def _open_turn_count(conn: Connection, conversation_id: str | None) -> int:
 # -- rows to records -----------------------------------------------------------------------
 
 
-def _key(row: Row[Any]) -> ConversationKey:
+def _key(row: Row[Any] | Row[Any, Any, Any, Any]) -> ConversationKey:
     return ConversationKey(
         platform=row.platform,
         workspace=row.workspace,

@@ -36,9 +36,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("conversations", schema=None) as batch_op:
         batch_op.create_index(
-            "ix_conversations_platform_updated",
-            ["platform", "updated_at"],
-            unique=False,
+            "ix_conversations_platform_updated", ["platform", "updated_at"], unique=False
         )
 
     op.create_table(
@@ -53,11 +51,7 @@ def upgrade() -> None:
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("text", sa.Text(), nullable=False),
         sa.Column("author", sa.String(length=255), nullable=True),
-        sa.Column(
-            "turn_id",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            nullable=True,
-        ),
+        sa.Column("turn_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True),
         sa.Column("delivery_key", sa.String(length=128), nullable=True),
         sa.Column("platform_message_id", sa.String(length=255), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -76,6 +70,37 @@ def upgrade() -> None:
         batch_op.create_index(
             "ix_messages_conversation_turn", ["conversation_id", "turn_id"], unique=False
         )
+        batch_op.create_index("ix_messages_turn_id", ["turn_id"], unique=False)
+
+    op.create_table(
+        "turns",
+        sa.Column(
+            "id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            autoincrement=True,
+            nullable=False,
+        ),
+        sa.Column("conversation_id", sa.String(length=32), nullable=False),
+        sa.Column("user_id", sa.String(length=255), nullable=False),
+        sa.Column("reply_to", sa.String(length=255), nullable=True),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["conversation_id"],
+            ["conversations.id"],
+            name=op.f("fk_turns_conversation_id_conversations"),
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_turns")),
+    )
+    with op.batch_alter_table("turns", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_turns_conversation_status", ["conversation_id", "status", "id"], unique=False
+        )
+        batch_op.create_index("ix_turns_status", ["status"], unique=False)
 
     op.create_table(
         "ingress",
@@ -90,15 +115,9 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("conversation_id", sa.String(length=32), nullable=False),
         sa.Column(
-            "message_id",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            nullable=True,
+            "message_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True
         ),
-        sa.Column(
-            "turn_id",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            nullable=True,
-        ),
+        sa.Column("turn_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=True),
         sa.Column("payload", sa.Text(), nullable=False),
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
@@ -113,48 +132,6 @@ def upgrade() -> None:
         sa.UniqueConstraint("platform", "event_id", name="uq_ingress_platform_event"),
     )
     op.create_table(
-        "turns",
-        sa.Column(
-            "id",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            autoincrement=True,
-            nullable=False,
-        ),
-        sa.Column("conversation_id", sa.String(length=32), nullable=False),
-        sa.Column(
-            "trigger_message_id",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            nullable=False,
-        ),
-        sa.Column("user_id", sa.String(length=255), nullable=False),
-        sa.Column("reply_to", sa.String(length=255), nullable=True),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["conversation_id"],
-            ["conversations.id"],
-            name=op.f("fk_turns_conversation_id_conversations"),
-        ),
-        sa.ForeignKeyConstraint(
-            ["trigger_message_id"],
-            ["messages.id"],
-            name=op.f("fk_turns_trigger_message_id_messages"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_turns")),
-    )
-    with op.batch_alter_table("turns", schema=None) as batch_op:
-        batch_op.create_index(
-            "ix_turns_conversation_status",
-            ["conversation_id", "status", "id"],
-            unique=False,
-        )
-        batch_op.create_index("ix_turns_status", ["status"], unique=False)
-
-    op.create_table(
         "turn_steps",
         sa.Column(
             "id",
@@ -162,11 +139,7 @@ def upgrade() -> None:
             autoincrement=True,
             nullable=False,
         ),
-        sa.Column(
-            "turn_id",
-            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
-            nullable=False,
-        ),
+        sa.Column("turn_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
@@ -187,13 +160,14 @@ def upgrade() -> None:
 def downgrade() -> None:
 
     op.drop_table("turn_steps")
+    op.drop_table("ingress")
     with op.batch_alter_table("turns", schema=None) as batch_op:
         batch_op.drop_index("ix_turns_status")
         batch_op.drop_index("ix_turns_conversation_status")
 
     op.drop_table("turns")
-    op.drop_table("ingress")
     with op.batch_alter_table("messages", schema=None) as batch_op:
+        batch_op.drop_index("ix_messages_turn_id")
         batch_op.drop_index("ix_messages_conversation_turn")
         batch_op.drop_index("ix_messages_conversation_id_id")
 
