@@ -101,7 +101,7 @@ def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
     gateway = GatewayProcess(
         database_url=f"sqlite+aiosqlite:///{workdir / 'bench.db'}",
         workdir=workdir,
-        CHATGATE_MODEL="openai/bench-model",
+        CHATGATE_MODEL="openai/gpt-4o-mini",
         CHATGATE_MODEL_API_BASE=server.base_url,
         CHATGATE_MODEL_API_KEY="sk-bench",
         CHATGATE_LOG_LEVEL="warning",
@@ -138,7 +138,7 @@ def _run_baseline(server: FakeModelServer) -> tuple[float, int]:
         [sys.executable, "-m", "bench.baseline_web", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=child_env(BENCH_MODEL="openai/bench-model", BENCH_API_BASE=server.base_url),
+        env=child_env(BENCH_MODEL="openai/gpt-4o-mini", BENCH_API_BASE=server.base_url),
     )
     url = f"http://127.0.0.1:{port}"
     try:

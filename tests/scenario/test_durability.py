@@ -125,3 +125,23 @@ def test_sigterm_drains_the_turn_in_flight(
     items = gateway.messages(accepted["conversation_id"])
     assert _assistant(items) == ["finished while draining"]
     assert len(model_server.requests) == 1
+
+
+def test_a_turn_that_outlives_the_drain_resumes_on_the_next_start(
+    gateway: GatewayProcess, model_server: FakeModelServer
+) -> None:
+    """SIGTERM with a model call slower than CHATGATE_DRAIN_SECONDS: exit 0 without waiting,
+    and the next start finishes the turn with exactly one reply."""
+    model_server.script(Scripted(text="too slow", delay=5), "second try")
+    gateway.start(CHATGATE_DRAIN_SECONDS="0.5")
+    accepted = gateway.post("general", "slow one", id="m-1")
+    model_server.wait_for_requests(1)
+    started = time.monotonic()
+    assert gateway.terminate() == 0
+    assert time.monotonic() - started < 4
+    gateway.start()
+    items = gateway.wait_for_replies(accepted["conversation_id"], 1)
+    time.sleep(0.5)
+    items = gateway.messages(accepted["conversation_id"])
+    assert _assistant(items) == ["second try"]
+    assert len(model_server.requests) == 2
