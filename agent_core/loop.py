@@ -94,19 +94,14 @@ class TurnRunner:
         if not await self._store.claim_lease(conversation_id, owner=owner, ttl=lease):
             return 0
         finished = 0
-        released = False
         try:
             async with self._heartbeat(conversation_id, owner=owner, lease=lease):
-                while True:
-                    turn = await self._store.begin_next_turn(conversation_id, owner=owner)
-                    if turn is None:
-                        released = True  # begin_next_turn gave the lease up
-                        break
+                while (turn := await self._store.begin_next_turn(conversation_id)) is not None:
                     await self.run_turn(turn)
                     finished += 1
         finally:
-            if not released:
-                await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
+            # The heartbeat has stopped by now, so nothing renews the lease after this.
+            await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
         return finished
 
     @contextlib.asynccontextmanager
@@ -122,7 +117,7 @@ class TurnRunner:
             nonlocal lost
             while True:
                 await asyncio.sleep(lease / 3)
-                if not await self._store.claim_lease(conversation_id, owner=owner, ttl=lease):
+                if not await self._store.renew_lease(conversation_id, owner=owner, ttl=lease):
                     lost = True
                     body.cancel()
                     return

@@ -72,6 +72,10 @@ class Store:
         """Take (or renew) the conversation's lease unless another live owner holds it."""
         return await self.database.write(_claim, conversation_id, owner=owner, ttl=ttl)
 
+    async def renew_lease(self, conversation_id: str, *, owner: str, ttl: float) -> bool:
+        """Extend a lease this owner still holds; never takes a free or expired one."""
+        return await self.database.write(_renew, conversation_id, owner=owner, ttl=ttl)
+
     async def release_lease(self, conversation_id: str, *, owner: str) -> None:
         """Give the lease up, if this owner still holds it."""
         await self.database.write(_release, conversation_id, owner=owner)
@@ -82,10 +86,10 @@ class Store:
 
     # -- turns and their journal -----------------------------------------------------------
 
-    async def begin_next_turn(self, conversation_id: str, *, owner: str) -> TurnRecord | None:
+    async def begin_next_turn(self, conversation_id: str) -> TurnRecord | None:
         """Start the conversation's oldest unfinished turn (counting the attempt) and return
-        it with its journal; with none left, give the lease up in the same transaction."""
-        return await self.database.write(_begin_next, conversation_id, owner=owner)
+        it with its journal; None when every turn has finished."""
+        return await self.database.write(_begin_next, conversation_id)
 
     async def start_turn(self, turn_id: int) -> TurnRecord:
         """Mark one turn running, count the attempt, and return it with its journal."""
@@ -220,6 +224,14 @@ _CLAIM = (
         ),
     )
     .values(lease_owner=bindparam("b_owner"), lease_expires_at=bindparam("b_until"))
+)
+_RENEW = (
+    update(conversations)
+    .where(
+        conversations.c.id == bindparam("b_id"),
+        conversations.c.lease_owner == bindparam("b_owner"),
+    )
+    .values(lease_expires_at=bindparam("b_until"))
 )
 _RELEASE = (
     update(conversations)
@@ -395,6 +407,15 @@ def _claim(conn: Connection, conversation_id: str, *, owner: str, ttl: float) ->
     return conn.execute(_CLAIM, params).rowcount == 1
 
 
+def _renew(conn: Connection, conversation_id: str, *, owner: str, ttl: float) -> bool:
+    params = {
+        "b_id": conversation_id,
+        "b_owner": owner,
+        "b_until": utcnow() + timedelta(seconds=ttl),
+    }
+    return conn.execute(_RENEW, params).rowcount == 1
+
+
 def _release(conn: Connection, conversation_id: str, *, owner: str) -> None:
     conn.execute(_RELEASE, {"b_id": conversation_id, "b_owner": owner})
 
@@ -415,10 +436,9 @@ def _needing_work(conn: Connection, *, limit: int) -> list[str]:
     return [str(cid) for cid in conn.execute(query).scalars()]
 
 
-def _begin_next(conn: Connection, conversation_id: str, *, owner: str) -> TurnRecord | None:
+def _begin_next(conn: Connection, conversation_id: str) -> TurnRecord | None:
     row = conn.execute(_START_NEXT, {"b_id": conversation_id, "b_now": utcnow()}).first()
     if row is None:
-        _release(conn, conversation_id, owner=owner)
         return None
     # RETURNING shows the row after the update: report the attempts made before this one.
     return _turn_record(conn, row, attempts=int(row.attempts) - 1)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from agent_core.errors import ModelError
+from agent_core.errors import LeaseLost, ModelError
 from agent_core.events import InboundMessage
 from agent_core.loop import NO_MODEL_REPLY, TurnRunner
 from agent_core.storage.database import Database
@@ -173,3 +175,30 @@ async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
     turn = await store.load_turn(first.turn_id)
     assert turn.status == "failed"
     assert (await store.load_turn(second.turn_id)).status == "done"
+
+
+class _SlowModel(ScriptedModel):
+    """Takes a second to answer."""
+
+    async def complete(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(1)
+        return await super().complete(messages, max_tokens=max_tokens)
+
+
+async def test_losing_the_lease_stops_the_turn_before_it_replies(database: Database) -> None:
+    """If another process takes the conversation over, this one stops and sends nothing;
+    the turn stays open for the new holder."""
+    store, outbound = Store(database), RecordingOutbound()
+    accepted = await store.accept_inbound(_message("1", "hi"))
+    runner = TurnRunner(store, model=_SlowModel(), outbound=outbound, system_prompt="s")
+    running = asyncio.create_task(
+        runner.run_conversation(accepted.conversation_id, owner="me", lease=0.6)
+    )
+    await asyncio.sleep(0.1)
+    await store.release_lease(accepted.conversation_id, owner="me")
+    assert await store.claim_lease(accepted.conversation_id, owner="thief", ttl=30)
+    with pytest.raises(LeaseLost):
+        await running
+    assert outbound.sent == []
+    assert await store.open_turn_count(accepted.conversation_id) == 1
+    assert not await store.claim_lease(accepted.conversation_id, owner="me", ttl=30)

@@ -76,10 +76,13 @@ async def test_lease_is_exclusive_until_it_expires(database: Database) -> None:
     assert await store.claim_lease(conversation, owner="a", ttl=30)
     assert not await store.claim_lease(conversation, owner="b", ttl=30)
     assert await store.claim_lease(conversation, owner="a", ttl=30)  # renewal
+    assert await store.renew_lease(conversation, owner="a", ttl=30)
+    assert not await store.renew_lease(conversation, owner="b", ttl=30)
     assert await store.conversations_needing_work() == []
     await store.release_lease(conversation, owner="b")  # not the holder: no effect
     assert not await store.claim_lease(conversation, owner="b", ttl=30)
     await store.release_lease(conversation, owner="a")
+    assert not await store.renew_lease(conversation, owner="a", ttl=30)  # never re-takes
     assert await store.conversations_needing_work() == [conversation]
     assert await store.claim_lease(conversation, owner="b", ttl=1)
     await asyncio.sleep(1.1)
@@ -88,26 +91,24 @@ async def test_lease_is_exclusive_until_it_expires(database: Database) -> None:
 
 
 async def test_open_turns_come_out_oldest_first(database: Database) -> None:
-    """begin_next_turn starts turns in arrival order, counts attempts, skips finished ones,
-    and gives the lease up when none is left."""
+    """begin_next_turn starts turns in arrival order, counts attempts, skips finished ones."""
     store = Store(database)
     first = await store.accept_inbound(_message("1", text="one"))
     second = await store.accept_inbound(_message("2", text="two"))
     conversation = first.conversation_id
     assert await store.claim_lease(conversation, owner="me", ttl=30)
-    turn = await store.begin_next_turn(conversation, owner="me")
+    turn = await store.begin_next_turn(conversation)
     assert turn is not None
     assert (turn.id, turn.trigger_text, turn.attempts) == (first.turn_id, "one", 0)
-    again = await store.begin_next_turn(conversation, owner="me")
+    again = await store.begin_next_turn(conversation)
     assert again is not None
     assert (again.id, again.attempts) == (first.turn_id, 1)
     await store.finish_turn(first.turn_id, status="done", error=None)
-    turn = await store.begin_next_turn(conversation, owner="me")
+    turn = await store.begin_next_turn(conversation)
     assert turn is not None
     assert turn.id == second.turn_id
     await store.finish_turn(second.turn_id, status="done", error=None)
-    assert await store.begin_next_turn(conversation, owner="me") is None
-    assert await store.claim_lease(conversation, owner="someone else", ttl=30)
+    assert await store.begin_next_turn(conversation) is None
 
 
 async def test_reply_intent_and_receipt_are_journaled(database: Database) -> None:
