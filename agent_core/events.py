@@ -61,7 +61,31 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InboundMessage:
+class _FromPlatform:
+    """What every event a platform sends carries: where, who, and the ledger key."""
+
+    platform: Platform
+    workspace: str
+    channel: str
+    thread: str | None = None
+    user: str
+    platform_event_id: str
+    received_at: datetime = field(default_factory=utcnow)
+    raw: dict[str, JsonValue] = field(default_factory=dict)
+
+    @property
+    def conversation(self) -> ConversationKey:
+        """The conversation this event belongs to."""
+        return ConversationKey(
+            platform=self.platform,
+            workspace=self.workspace,
+            channel=self.channel,
+            thread=self.thread,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InboundMessage(_FromPlatform):
     """A person wrote something the agent should answer.
 
     ``reply_to`` is the platform's id for the message a reply should answer (normally this
@@ -70,56 +94,20 @@ class InboundMessage:
     """
 
     kind: Literal["message"] = "message"
-    platform: Platform
-    workspace: str
-    channel: str
-    thread: str | None = None
-    user: str
     text: str
     mentions: tuple[str, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
-    platform_event_id: str
-    received_at: datetime = field(default_factory=utcnow)
-    raw: dict[str, JsonValue] = field(default_factory=dict)
-
-    @property
-    def conversation(self) -> ConversationKey:
-        """The conversation this message belongs to."""
-        return ConversationKey(
-            platform=self.platform,
-            workspace=self.workspace,
-            channel=self.channel,
-            thread=self.thread,
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ButtonPress:
+class ButtonPress(_FromPlatform):
     """A person pressed a button we rendered (an approval, or another action)."""
 
     kind: Literal["button"] = "button"
-    platform: Platform
-    workspace: str
-    channel: str
-    thread: str | None = None
-    user: str
     approval_id: str | None = None
     action: str
     message: MessageRef | None = None
-    platform_event_id: str
-    received_at: datetime = field(default_factory=utcnow)
-    raw: dict[str, JsonValue] = field(default_factory=dict)
-
-    @property
-    def conversation(self) -> ConversationKey:
-        """The conversation the pressed message belongs to."""
-        return ConversationKey(
-            platform=self.platform,
-            workspace=self.workspace,
-            channel=self.channel,
-            thread=self.thread,
-        )
 
 
 CommandName: TypeAlias = Literal[
@@ -128,30 +116,12 @@ CommandName: TypeAlias = Literal[
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Command:
+class Command(_FromPlatform):
     """A text command (``/approve ID``, ``jobs``, ``bg PROMPT`` ...)."""
 
     kind: Literal["command"] = "command"
-    platform: Platform
-    workspace: str
-    channel: str
-    thread: str | None = None
-    user: str
     name: CommandName
     args: str = ""
-    platform_event_id: str
-    received_at: datetime = field(default_factory=utcnow)
-    raw: dict[str, JsonValue] = field(default_factory=dict)
-
-    @property
-    def conversation(self) -> ConversationKey:
-        """The conversation the command was typed in."""
-        return ConversationKey(
-            platform=self.platform,
-            workspace=self.workspace,
-            channel=self.channel,
-            thread=self.thread,
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

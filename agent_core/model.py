@@ -35,6 +35,10 @@ class Model(Protocol):
         """The configured model name (for logs and metrics)."""
         ...
 
+    async def warm_up(self) -> None:
+        """Get ready for the first call (import libraries, build clients); run at start."""
+        ...
+
     def context_window(self) -> int:
         """How many tokens of prompt plus reply the model accepts."""
         ...

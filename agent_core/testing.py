@@ -27,6 +27,9 @@ class ScriptedModel:
         """Always ``scripted``."""
         return "scripted"
 
+    async def warm_up(self) -> None:
+        """Nothing to prepare."""
+
     def context_window(self) -> int:
         """The window given at construction."""
         return self._window

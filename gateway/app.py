@@ -91,6 +91,14 @@ async def _sweep(runtime: Runtime, interval: float) -> None:
                 await runtime.stopping.wait()
 
 
+async def _warm_up(model: Model) -> None:
+    """Import the model library off the request path, so the first reply is not slow."""
+    try:
+        await model.warm_up()
+    except Exception:
+        log.exception("model warm-up failed; the first call will try again")
+
+
 def build_app(settings: Settings, *, model: Model | None = None) -> web.Application:
     """The aiohttp application with every route and the runtime's lifecycle attached."""
     app = web.Application(
@@ -138,8 +146,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             sweeper = asyncio.create_task(
                 _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
             )
-            warm_up = getattr(chosen, "warm_up", None)
-            warming = asyncio.create_task(warm_up(), name="model-warm-up") if warm_up else None
+            warming = (
+                asyncio.create_task(_warm_up(chosen), name="model-warm-up") if chosen else None
+            )
             try:
                 yield
             finally:

@@ -16,6 +16,7 @@ from adapters.web import (
     message_item,
     parse_message,
 )
+from agent_core.records import ConversationRecord
 from gateway.routes import Handler, json_error, read_json
 from gateway.runtime import RUNTIME
 
@@ -101,17 +102,21 @@ def _after(request: web.Request) -> int:
     return value
 
 
+async def _conversation_and_after(request: web.Request) -> tuple[ConversationRecord, int]:
+    """The conversation in the path and the message id to start after; 404 / 400 if bad."""
+    conversation = await request.app[RUNTIME].store.conversation(request.match_info["id"])
+    if conversation is None:
+        raise web.HTTPNotFound(reason="no such conversation")
+    try:
+        return conversation, _after(request)
+    except AdapterError as exc:
+        raise web.HTTPBadRequest(reason=str(exc)) from None
+
+
 async def get_messages(request: web.Request) -> web.Response:
     """A conversation's messages in order (``?after=ID`` for the ones after a message)."""
-    store = request.app[RUNTIME].store
-    conversation = await store.conversation(request.match_info["id"])
-    if conversation is None:
-        return json_error(404, "no such conversation")
-    try:
-        after = _after(request)
-    except AdapterError as exc:
-        return json_error(400, str(exc))
-    items = await store.messages_after(conversation.id, after_id=after)
+    conversation, after = await _conversation_and_after(request)
+    items = await request.app[RUNTIME].store.messages_after(conversation.id, after_id=after)
     return web.json_response(
         {
             "conversation": conversation_item(conversation),
@@ -123,13 +128,7 @@ async def get_messages(request: web.Request) -> web.Response:
 async def stream(request: web.Request) -> web.StreamResponse:
     """Server-sent events: every message after ``Last-Event-ID`` / ``?after``, as it lands."""
     runtime = request.app[RUNTIME]
-    conversation = await runtime.store.conversation(request.match_info["id"])
-    if conversation is None:
-        return json_error(404, "no such conversation")
-    try:
-        after = _after(request)
-    except AdapterError as exc:
-        return json_error(400, str(exc))
+    conversation, after = await _conversation_and_after(request)
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",

@@ -36,13 +36,7 @@ def test_send_a_message_see_the_reply_then_reload_and_see_history(
 ) -> None:
     """Type, see the model's reply arrive without reloading, reload, history is still there."""
     model_server.script(Scripted(text="Hello from the fake model", delay=0.3), "Second answer")
-    gateway = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_MODEL="openai/fake-model",
-        CHATGATE_MODEL_API_BASE=model_server.base_url,
-        CHATGATE_MODEL_API_KEY="sk-test",
-    )
+    gateway = GatewayProcess(database_url=database_url, workdir=tmp_path, **model_server.settings())
     gateway.start(command="run")
     try:
         page = browser.new_page()

@@ -66,6 +66,15 @@ class FakeModelServer:
         """Make every answer wait until ``count`` requests are in flight at once."""
         self.barrier = (count, timeout)
 
+    def settings(self) -> dict[str, str]:
+        """The chatgate settings that point the real litellm at this server."""
+        return {
+            "CHATGATE_MODEL": "openai/fake-model",
+            "CHATGATE_MODEL_API_BASE": self.base_url,
+            "CHATGATE_MODEL_API_KEY": "sk-test",
+            "CHATGATE_MODEL_RETRIES": "0",
+        }
+
     def user_texts(self) -> list[str]:
         """The last user message of every request, in arrival order."""
         texts = []

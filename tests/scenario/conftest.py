@@ -19,12 +19,7 @@ def settings_for(database_url: str, server: FakeModelServer | None, **extra: str
     """Settings as a user would set them in the environment."""
     environ = {"CHATGATE_DATABASE_URL": database_url, "CHATGATE_LEASE_SECONDS": "2"}
     if server is not None:
-        environ |= {
-            "CHATGATE_MODEL": "openai/fake-model",
-            "CHATGATE_MODEL_API_BASE": server.base_url,
-            "CHATGATE_MODEL_API_KEY": "sk-test",
-            "CHATGATE_MODEL_RETRIES": "0",
-        }
+        environ |= server.settings()
     return load_settings(environ | extra)
 
 

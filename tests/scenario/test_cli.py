@@ -75,9 +75,7 @@ def test_doctor_passes_with_a_working_database_and_model(
         "doctor",
         cwd=tmp_path,
         CHATGATE_DATABASE_URL=database_url,
-        CHATGATE_MODEL="openai/fake-model",
-        CHATGATE_MODEL_API_BASE=model_server.base_url,
-        CHATGATE_MODEL_API_KEY="sk-test",
+        **model_server.settings(),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok   model" in result.stdout

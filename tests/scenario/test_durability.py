@@ -22,14 +22,7 @@ def gateway(
     database_url: str, model_server: FakeModelServer, tmp_path: Path
 ) -> Iterator[GatewayProcess]:
     """A gateway subprocess on this test's database, talking to the fake model."""
-    process = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_MODEL="openai/fake-model",
-        CHATGATE_MODEL_API_BASE=model_server.base_url,
-        CHATGATE_MODEL_API_KEY="sk-test",
-        CHATGATE_MODEL_RETRIES="0",
-    )
+    process = GatewayProcess(database_url=database_url, workdir=tmp_path, **model_server.settings())
     yield process
     process.stop()
 

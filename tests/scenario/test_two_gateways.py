@@ -19,12 +19,7 @@ def pair(
     database_url: str, model_server: FakeModelServer, tmp_path: Path
 ) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
     """Gateways a and b, same database, same fake model."""
-    settings = {
-        "CHATGATE_MODEL": "openai/fake-model",
-        "CHATGATE_MODEL_API_BASE": model_server.base_url,
-        "CHATGATE_MODEL_API_KEY": "sk-test",
-        "CHATGATE_MODEL_RETRIES": "0",
-    }
+    settings = model_server.settings()
     gateways = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
