@@ -16,12 +16,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 
 from agent_core.errors import ConfigError
 from agent_core.events import PLATFORMS
+from agent_core.permissions import PolicyRule
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are chatgate, a helpful assistant working inside a team chat. "
@@ -52,6 +61,36 @@ def _key(field: str) -> Any:
 
 
 CommaList = Annotated[list[str], NoDecode]
+
+
+class RunCommandSettings(BaseModel):
+    """``[tools.run_command]``: the sandbox's limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout: float = Field(30.0, gt=0, le=3600)
+    cpu_seconds: int = Field(20, ge=1)
+    memory_mb: int = Field(512, ge=16)
+    output_limit: int = Field(8_000, ge=200)
+
+
+class HttpRequestSettings(BaseModel):
+    """``[tools.http_request]``: where the agent may send requests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    timeout: float = Field(30.0, gt=0, le=600)
+    output_limit: int = Field(8_000, ge=200)
+
+
+class ToolSettings(BaseModel):
+    """``[tools.*]`` sections."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
+    http_request: HttpRequestSettings = Field(default_factory=HttpRequestSettings)
 
 
 class Settings(BaseSettings):
@@ -126,6 +165,27 @@ class Settings(BaseSettings):
     log_format: Literal["console", "json"] = Field(
         "console", validation_alias=AliasChoices("CHATGATE_LOG_FORMAT", "log_format")
     )
+    state_dir: Path = Field(
+        Path(".chatgate"), validation_alias=AliasChoices("CHATGATE_STATE_DIR", "state_dir")
+    )
+    approval_minutes: float = Field(
+        30.0,
+        gt=0,
+        validation_alias=AliasChoices("CHATGATE_APPROVAL_MINUTES", "approval_minutes"),
+    )
+    max_steps: int = Field(
+        16, ge=1, le=200, validation_alias=AliasChoices("CHATGATE_MAX_STEPS", "max_steps")
+    )
+    policy: list[PolicyRule] = Field(
+        default_factory=list, validation_alias=AliasChoices("CHATGATE_POLICY", "policy")
+    )
+    secrets: dict[str, str] = Field(
+        default_factory=dict, validation_alias=AliasChoices("CHATGATE_SECRETS", "secrets")
+    )
+    tools: ToolSettings = Field(
+        default_factory=lambda: ToolSettings(),
+        validation_alias=AliasChoices("CHATGATE_TOOLS", "tools"),
+    )
     test_fault: CommaList = Field(
         default_factory=list,
         validation_alias=AliasChoices("CHATGATE_TEST_FAULT", "test_fault"),
@@ -159,6 +219,16 @@ class Settings(BaseSettings):
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, variable in value.items():
+            if not name.replace("_", "").isalnum():
+                raise ValueError(f"secret names are letters, digits and _, not {name!r}")
+            if not variable:
+                raise ValueError(f"secret {name} needs the environment variable that holds it")
         return value
 
     @field_validator("admins", "allow")
@@ -297,7 +367,8 @@ def _config_error(
         return ConfigError(loc, f"unknown setting{where}; see CONTRACT.md for the keys")
     variable = env_name(field)
     in_env = any(k.upper() == variable for k in environ)
-    key = variable if in_env or path is None else f"{field} (in {path})"
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"][1:])
+    key = variable if in_env or path is None else f"{field}{where} (in {path})"
     reason = str(error["msg"])
     if reason.startswith("Value error, "):
         reason = reason.removeprefix("Value error, ")

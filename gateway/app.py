@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -170,8 +171,19 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
     return app
 
 
+def _harden_process() -> None:
+    """Files we create are private, and same-user processes (the sandboxed commands when
+    chatgate does not run as root) cannot read /proc/<us>/environ or our memory."""
+    os.umask(0o077)
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_dumpable = 4
+        libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
 async def serve(settings: Settings) -> None:
     """Run the gateway until SIGTERM or SIGINT, then drain and exit."""
+    _harden_process()
     app = build_app(settings)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()

@@ -112,3 +112,51 @@ def test_secrets_are_not_echoed_in_errors() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings({"CHATGATE_DATABASE_URL": "oracle://user:hunter2@db/x"})
     assert "hunter2" not in str(caught.value)
+
+
+def test_policies_tools_and_secrets_load_from_toml(tmp_path: Path) -> None:
+    """CONTRACT.md's sample sections are read and typed."""
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        """
+[tools.http_request]
+allowed_hosts = ["api.github.com", "127.0.0.1:9000"]
+
+[tools.run_command]
+timeout = 5
+memory_mb = 256
+
+[secrets]
+GITHUB = "GITHUB_TOKEN"
+
+[[policy]]
+tool = "run_command"
+args = { command = "^ls( |$)" }
+decision = "allow"
+approvers = ["slack:U123"]
+"""
+    )
+    settings = load_settings({"CHATGATE_CONFIG": str(config)})
+    assert settings.tools.http_request.allowed_hosts == ["api.github.com", "127.0.0.1:9000"]
+    assert (settings.tools.run_command.timeout, settings.tools.run_command.memory_mb) == (5, 256)
+    assert settings.secrets == {"GITHUB": "GITHUB_TOKEN"}
+    assert settings.policy[0].decision == "allow"
+    assert settings.policy[0].approvers == ["slack:U123"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[[policy]]\ntool = "x"\ndecision = "maybe"\n', "policy[0].decision"),
+        ('[[policy]]\ntool = "x"\nargs = { a = "(" }\ndecision = "allow"\n', "policy[0].args"),
+        ("[tools.run_command]\nmemory_mb = 1\n", "tools.run_command.memory_mb"),
+        ("[tools.nope]\nx = 1\n", "tools.nope"),
+    ],
+)
+def test_bad_sections_name_the_nested_key(tmp_path: Path, text: str, key: str) -> None:
+    """A mistake inside a section names its path, e.g. policy[0].decision."""
+    config = tmp_path / "chatgate.toml"
+    config.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"CHATGATE_CONFIG": str(config)})
+    assert caught.value.key == f"{key} (in {config})"

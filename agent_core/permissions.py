@@ -1,0 +1,135 @@
+"""The permission pipeline: may this tool call run now, be refused, or wait for a person?
+
+A pipeline is an ordered list of checks, each ``(call, context) -> allow | deny | ask |
+None``. The first answer wins; when every check passes (None), the answer is ``ask``.
+The standard order is: denials from policy, then grants made in the conversation ("Allow
+in this conversation"), then the other policy rules, then the built-in defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+Decision: TypeAlias = Literal["allow", "deny", "ask"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A call the model asked for, with validated arguments."""
+
+    name: str
+    arguments: Mapping[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PermissionContext:
+    """Who asks, where, and what this conversation already allowed."""
+
+    user: str
+    conversation_id: str
+    grants: frozenset[str] = field(default_factory=frozenset)
+
+
+Check: TypeAlias = Callable[[ToolCall, PermissionContext], Decision | None]
+
+
+class PolicyRule(BaseModel):
+    """One ``[[policy]]`` entry of chatgate.toml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str = Field(min_length=1)
+    args: dict[str, str] = Field(default_factory=dict)
+    decision: Decision
+    approvers: list[str] = Field(default_factory=list)
+
+    @field_validator("args")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"args.{name}: {pattern!r} is not a regular expression: {exc}"
+                ) from None
+        return value
+
+    def matches(self, call: ToolCall) -> bool:
+        """True when the tool matches and every argument pattern finds a match."""
+        if self.tool not in (call.name, "*"):
+            return False
+        return all(
+            re.search(pattern, _text(call.arguments.get(name))) is not None
+            for name, pattern in self.args.items()
+        )
+
+
+def _text(value: JsonValue | None) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _defaults(call: ToolCall, context: PermissionContext) -> Decision | None:
+    """CONTRACT.md's default policies for the built-in tools."""
+    match call.name:
+        case "schedule_task" | "list_schedules" | "cancel_schedule" | "remember" | "recall":
+            return "allow"
+        case "http_request":
+            return "allow" if _text(call.arguments.get("method")).upper() == "GET" else "ask"
+        case "run_command":
+            return "ask"
+        case _:
+            return None
+
+
+def _grants(call: ToolCall, context: PermissionContext) -> Decision | None:
+    return "allow" if call.name in context.grants else None
+
+
+class Permissions:
+    """The pipeline built from policy rules; also answers who may approve a call."""
+
+    def __init__(self, rules: Sequence[PolicyRule] = (), *, checks: Sequence[Check] = ()) -> None:
+        self._rules = tuple(rules)
+        denials = [rule for rule in self._rules if rule.decision == "deny"]
+        others = [rule for rule in self._rules if rule.decision != "deny"]
+        self._checks: tuple[Check, ...] = (
+            _rules_check(denials),
+            _grants,
+            _rules_check(others),
+            *checks,
+            _defaults,
+        )
+
+    def decide(self, call: ToolCall, context: PermissionContext) -> Decision:
+        """The first answer of the pipeline, or ``ask``."""
+        for check in self._checks:
+            decision = check(call, context)
+            if decision is not None:
+                return decision
+        return "ask"
+
+    def approvers(self, call: ToolCall) -> tuple[str, ...]:
+        """Extra approvers named by the rules matching this call (besides requester, admins)."""
+        found: list[str] = []
+        for rule in self._rules:
+            if rule.matches(call):
+                found.extend(a for a in rule.approvers if a not in found)
+        return tuple(found)
+
+
+def _rules_check(rules: Sequence[PolicyRule]) -> Check:
+    def check(call: ToolCall, context: PermissionContext) -> Decision | None:
+        for rule in rules:
+            if rule.matches(call):
+                return rule.decision
+        return None
+
+    return check

@@ -1,0 +1,88 @@
+"""The permission pipeline: policies from chatgate.toml, grants, defaults, approvers."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from pydantic import ValidationError
+
+from agent_core.permissions import PermissionContext, Permissions, PolicyRule, ToolCall
+
+SAMPLE = """
+[[policy]]
+tool = "run_command"
+args = { command = "^ls( |$)" }
+decision = "allow"
+approvers = ["slack:U123"]
+
+[[policy]]
+tool = "run_command"
+args = { command = "rm -rf" }
+decision = "deny"
+
+[[policy]]
+tool = "http_request"
+args = { url = "^https://internal\\\\." }
+decision = "ask"
+approvers = ["telegram:42"]
+"""
+ME = PermissionContext(user="web:local", conversation_id="c1")
+
+
+def _permissions() -> Permissions:
+    rules = [PolicyRule.model_validate(r) for r in tomllib.loads(SAMPLE)["policy"]]
+    return Permissions(rules)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "decision"),
+    [
+        ("run_command", {"command": "ls -la"}, "allow"),
+        ("run_command", {"command": "ls"}, "allow"),
+        ("run_command", {"command": "lsblk"}, "ask"),
+        ("run_command", {"command": "cat /etc/passwd"}, "ask"),
+        ("run_command", {"command": "ls; rm -rf /"}, "deny"),
+        ("http_request", {"method": "GET", "url": "https://example.org"}, "allow"),
+        ("http_request", {"method": "POST", "url": "https://example.org"}, "ask"),
+        ("http_request", {"method": "GET", "url": "https://internal.corp/x"}, "ask"),
+        ("schedule_task", {"prompt": "x", "schedule": "every 1h"}, "allow"),
+        ("remember", {"fact": "x"}, "allow"),
+        ("mcp_github__create_issue", {}, "ask"),
+    ],
+)
+def test_sample_policies_are_honoured(name: str, arguments: dict[str, str], decision: str) -> None:
+    """allow, deny and ask rules with argument patterns, over CONTRACT.md's defaults."""
+    assert _permissions().decide(ToolCall(name=name, arguments=arguments), ME) == decision
+
+
+def test_a_conversation_grant_allows_but_never_overrides_a_denial() -> None:
+    """'Allow in this conversation' allows later calls there, not a denied pattern."""
+    granted = PermissionContext(
+        user="web:local", conversation_id="c1", grants=frozenset({"run_command"})
+    )
+    permissions = _permissions()
+    assert (
+        permissions.decide(ToolCall(name="run_command", arguments={"command": "make"}), granted)
+        == "allow"
+    )
+    assert (
+        permissions.decide(ToolCall(name="run_command", arguments={"command": "rm -rf /"}), granted)
+        == "deny"
+    )
+
+
+def test_approvers_come_from_the_matching_rules() -> None:
+    """Only rules that match the call add approvers."""
+    permissions = _permissions()
+    call = ToolCall(name="http_request", arguments={"method": "GET", "url": "https://internal.x"})
+    assert permissions.approvers(call) == ("telegram:42",)
+    assert permissions.approvers(ToolCall(name="run_command", arguments={"command": "pwd"})) == ()
+
+
+def test_a_bad_pattern_is_a_configuration_error() -> None:
+    """An argument pattern that is not a regular expression is refused at load time."""
+    with pytest.raises(ValidationError, match="not a regular expression"):
+        PolicyRule.model_validate(
+            {"tool": "run_command", "args": {"command": "("}, "decision": "allow"}
+        )
