@@ -80,17 +80,23 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        idempotent: bool,
+        idempotent: bool | Callable[[Mapping[str, Any]], bool],
         timeout: float = 60.0,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> None:
         self._fn = fn
         self.name = name or fn.__name__
         self.description = description or inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0]
-        self.idempotent = idempotent
+        self._idempotent = idempotent
         self.timeout = timeout
         self.output_limit = output_limit
         self._arguments = _arguments_model(fn, self.name)
+
+    def is_idempotent(self, arguments: Mapping[str, Any]) -> bool:
+        """May a call with these arguments run again after a crash without harm?"""
+        if callable(self._idempotent):
+            return self._idempotent(arguments)
+        return self._idempotent
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI-style function description sent to the model."""

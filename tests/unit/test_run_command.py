@@ -121,4 +121,4 @@ async def test_each_conversation_gets_its_own_scratch_directory(tmp_path: Path) 
     assert outcome.status == "ok"
     assert str(tmp_path / "scratch" / "conv1") in outcome.output
     assert (tmp_path / "scratch" / "conv1" / "note.txt").read_text() == "hi\n"
-    assert tool.idempotent is False
+    assert tool.is_idempotent({"command": "ls"}) is False
