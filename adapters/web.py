@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
-from agent_core.events import ConversationKey, InboundMessage, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, InboundMessage, Reply
 from agent_core.records import ConversationRecord, MessageRecord
 
 WORKSPACE = "local"
@@ -159,7 +159,11 @@ class WebSender:
     def __init__(self, hub: WebHub) -> None:
         self._hub = hub
 
-    async def send(self, reply: Reply) -> str:
+    async def send(self, reply: Reply | ApprovalPrompt) -> str:
         """Publish the reply to the streams; the receipt is the reply's delivery key."""
         self._hub.publish(reply.conversation)
         return f"web:{reply.idempotency_key}"
+
+    async def edit(self, edit: Edit) -> None:
+        """The decision is already stored beside the prompt: wake the streams."""
+        self._hub.publish(edit.message.conversation)

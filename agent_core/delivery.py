@@ -6,19 +6,23 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from agent_core.errors import DeliveryError
-from agent_core.events import Platform, Reply
+from agent_core.events import ApprovalPrompt, Edit, Platform, Reply
 
 
 class Outbound(Protocol):
-    """Something that can put a reply in front of people."""
+    """Something that can put replies and approval prompts in front of people."""
 
-    async def send(self, reply: Reply) -> str:
+    async def send(self, reply: Reply | ApprovalPrompt) -> str:
         """Deliver ``reply`` and return the platform's message id (the receipt).
 
         ``reply.idempotency_key`` is stable across resends of the same reply; platforms
         that can dedupe on it (a nonce, a stored key) must, so a resend after a crash does
         not show the reply twice. Raise ``DeliveryError`` when it cannot be delivered.
         """
+        ...
+
+    async def edit(self, edit: Edit) -> None:
+        """Change a message we sent (an approval prompt once decided)."""
         ...
 
 
@@ -28,9 +32,16 @@ class OutboundRouter:
     def __init__(self, senders: Mapping[Platform, Outbound]) -> None:
         self._senders = dict(senders)
 
-    async def send(self, reply: Reply) -> str:
-        """Deliver through the platform's sender."""
-        sender = self._senders.get(reply.conversation.platform)
+    def _sender(self, platform: Platform) -> Outbound:
+        sender = self._senders.get(platform)
         if sender is None:
-            raise DeliveryError(f"no sender configured for {reply.conversation.platform}")
-        return await sender.send(reply)
+            raise DeliveryError(f"no sender configured for {platform}")
+        return sender
+
+    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+        """Deliver through the platform's sender."""
+        return await self._sender(reply.conversation.platform).send(reply)
+
+    async def edit(self, edit: Edit) -> None:
+        """Edit through the platform's sender."""
+        await self._sender(edit.message.conversation.platform).edit(edit)

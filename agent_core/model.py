@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
-ChatRole: TypeAlias = Literal["system", "user", "assistant"]
+ChatRole: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRequest:
+    """The model asks to call a tool; ``arguments`` is the JSON text it wrote."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatMessage:
-    """One message of the prompt sent to the model."""
+    """One message of the prompt sent to the model.
+
+    An assistant message may carry ``tool_calls``; a ``tool`` message answers one of them
+    (``tool_call_id``).
+    """
 
     role: ChatRole
     content: str
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelReply:
-    """What the model answered, and what it cost in tokens."""
+    """What the model answered (text, tool calls or both) and what it cost in tokens."""
 
     text: str
     model: str
+    tool_calls: tuple[ToolCallRequest, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -47,6 +63,15 @@ class Model(Protocol):
         """How many prompt tokens these messages take for this model."""
         ...
 
-    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ModelReply:
-        """Send the messages and return the reply; raise ``ModelError`` when every try failed."""
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ModelReply:
+        """Send the messages (and the tools' specs) and return the reply.
+
+        Raise ``ModelError`` when every try, fallbacks included, failed.
+        """
         ...

@@ -11,11 +11,11 @@ import asyncio
 import contextlib
 import importlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_core.errors import ModelError
-from agent_core.model import ChatMessage, ModelReply
+from agent_core.model import ChatMessage, ModelReply, ToolCallRequest
 
 _PRIMARY = "chatgate-primary"
 _DEFAULT_CONTEXT = 8192
@@ -120,25 +120,57 @@ class LiteLLMModel:
 
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """litellm's token count for the model (tiktoken or the provider's tokenizer)."""
-        payload = [{"role": m.role, "content": m.content} for m in messages]
+        payload = [_wire(m) for m in messages]
         try:
             return int(_litellm().token_counter(model=self._model, messages=payload))
         except Exception:
             return sum(len(m.content) // 3 + 4 for m in messages)
 
-    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ModelReply:
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ModelReply:
         """One completion through the router (retries and fallbacks included)."""
         await self.warm_up()
-        payload = [{"role": m.role, "content": m.content} for m in messages]
+        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
         with _mapped_errors(self._model):
             response = await self._router.acompletion(
-                model=_PRIMARY, messages=payload, max_tokens=max_tokens
+                model=_PRIMARY,
+                messages=[_wire(m) for m in messages],
+                max_tokens=max_tokens,
+                **extra,
             )
-            choice = response.choices[0]
+            message = response.choices[0].message
             usage = getattr(response, "usage", None)
+            calls = tuple(
+                ToolCallRequest(
+                    id=str(call.id),
+                    name=str(call.function.name),
+                    arguments=str(call.function.arguments or "{}"),
+                )
+                for call in (getattr(message, "tool_calls", None) or ())
+            )
             return ModelReply(
-                text=choice.message.content or "",
+                text=message.content or "",
                 model=str(getattr(response, "model", None) or self._model),
+                tool_calls=calls,
                 prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             )
+
+
+def _wire(message: ChatMessage) -> dict[str, Any]:
+    """A message in the OpenAI wire format litellm takes."""
+    wired: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        wired["content"] = message.content or None
+        wired["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        wired["tool_call_id"] = message.tool_call_id
+    return wired

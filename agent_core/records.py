@@ -11,7 +11,10 @@ from pydantic import JsonValue
 from agent_core.events import ConversationKey
 
 Role: TypeAlias = Literal["user", "assistant", "approval", "system"]
-TurnStatus: TypeAlias = Literal["pending", "running", "done", "failed"]
+TurnStatus: TypeAlias = Literal["pending", "running", "waiting", "done", "failed"]
+ApprovalKind: TypeAlias = Literal["tool", "recovery"]
+ApprovalStatus: TypeAlias = Literal["pending", "approved", "allowed", "denied", "expired"]
+ApprovalDecision: TypeAlias = Literal["approve", "allow_conversation", "deny"]
 StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply"]
 StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
 
@@ -27,6 +30,31 @@ class ConversationRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRecord:
+    """A question to a person: may this tool call run (or re-run after a crash)?"""
+
+    id: str
+    turn_id: int
+    seq: int
+    conversation_id: str
+    conversation: ConversationKey
+    kind: ApprovalKind
+    tool: str
+    arguments: JsonValue
+    requested_by: str
+    approvers: tuple[str, ...]
+    status: ApprovalStatus
+    decided_by: str | None
+    expires_at: datetime
+    prompt_message_id: str | None = None
+
+    @property
+    def approved(self) -> bool:
+        """True when the call may run."""
+        return self.status in ("approved", "allowed")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MessageRecord:
     """One item of a conversation's history, in the order it happened."""
 
@@ -38,6 +66,7 @@ class MessageRecord:
     turn_id: int | None
     platform_message_id: str | None
     created_at: datetime
+    approval: ApprovalRecord | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent_core.errors import ModelError
-from agent_core.events import Reply
+from agent_core.events import ApprovalPrompt, Edit, Reply
 from agent_core.model import ChatMessage, ModelReply
 
 
@@ -17,9 +18,10 @@ class ScriptedModel:
     A script item that is an exception instance is raised instead of answered.
     """
 
-    def __init__(self, *answers: str | ModelError, window: int = 8192) -> None:
+    def __init__(self, *answers: str | ModelReply | ModelError, window: int = 8192) -> None:
         self.prompts: list[list[ChatMessage]] = []
-        self._answers: deque[str | ModelError] = deque(answers)
+        self.tools: list[list[str]] = []
+        self._answers: deque[str | ModelReply | ModelError] = deque(answers)
         self._window = window
 
     @property
@@ -38,13 +40,22 @@ class ScriptedModel:
         """One token per four characters, four per message for framing."""
         return sum(len(m.content) // 4 + 4 for m in messages)
 
-    async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int) -> ModelReply:
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ModelReply:
         """The next scripted answer, or ``echo: <last message>``."""
         self.prompts.append(list(messages))
+        self.tools.append([str(t["function"]["name"]) for t in tools])
         await asyncio.sleep(0)
         answer = self._answers.popleft() if self._answers else f"echo: {messages[-1].content}"
         if isinstance(answer, ModelError):
             raise answer
+        if isinstance(answer, ModelReply):
+            return answer
         return ModelReply(text=answer, model=self.name, prompt_tokens=1, completion_tokens=1)
 
 
@@ -52,9 +63,14 @@ class RecordingOutbound:
     """An outbound port that records what it was asked to send and returns receipts."""
 
     def __init__(self) -> None:
-        self.sent: list[Reply] = []
+        self.sent: list[Reply | ApprovalPrompt] = []
+        self.edits: list[Edit] = []
 
-    async def send(self, reply: Reply) -> str:
+    async def send(self, reply: Reply | ApprovalPrompt) -> str:
         """Record the reply; the receipt counts deliveries."""
         self.sent.append(reply)
         return f"receipt-{len(self.sent)}"
+
+    async def edit(self, edit: Edit) -> None:
+        """Record the edit."""
+        self.edits.append(edit)

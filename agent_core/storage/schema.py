@@ -85,6 +85,8 @@ messages = Table(
     # Set for messages the agent sends: makes a resend after a crash a no-op.
     Column("delivery_key", String(128), unique=True),
     Column("platform_message_id", String(255)),
+    # For role "approval" (the prompt) and the note saying who decided it.
+    Column("approval_id", String(32)),
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_messages_conversation_id_id", "conversation_id", "id"),
     Index("ix_messages_conversation_turn", "conversation_id", "turn_id"),
@@ -137,4 +139,38 @@ turn_steps = Table(
     Column("started_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime()),
     UniqueConstraint("turn_id", "seq", name="uq_turn_steps_turn_seq"),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    # Opaque and short: fits Telegram's 64-byte callback data with room to spare.
+    Column("id", String(32), primary_key=True),
+    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    # "tool": may this call run?  "recovery": re-run a call whose outcome is unknown?
+    Column("kind", String(16), nullable=False),
+    Column("tool", String(128), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("requested_by", String(255), nullable=False),
+    Column("approvers", JSON, nullable=False),
+    # pending -> approved | allowed (for the conversation) | denied | expired
+    Column("status", String(16), nullable=False),
+    Column("decided_by", String(255)),
+    Column("decided_at", UTCDateTime()),
+    Column("expires_at", UTCDateTime(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("turn_id", "seq", name="uq_approvals_turn_seq"),
+    Index("ix_approvals_status_expires", "status", "expires_at"),
+)
+
+grants = Table(
+    "grants",
+    metadata,
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), primary_key=True),
+    Column("tool", String(128), primary_key=True),
+    Column("granted_by", String(255), nullable=False),
+    Column("approval_id", String(32)),
+    Column("created_at", UTCDateTime(), nullable=False),
 )

@@ -9,7 +9,8 @@ its message; the receipt and the end of the turn.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import JsonValue
@@ -21,6 +22,9 @@ from sqlalchemy.exc import IntegrityError
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
 from agent_core.records import (
     Accepted,
+    ApprovalKind,
+    ApprovalRecord,
+    ApprovalStatus,
     ConversationRecord,
     MessageRecord,
     Role,
@@ -30,6 +34,7 @@ from agent_core.records import (
     TurnRecord,
     TurnStatus,
 )
+from agent_core.storage import approvals as approval_sql
 from agent_core.storage.database import Database
 from agent_core.storage.schema import (
     UTCDateTime,
@@ -136,6 +141,69 @@ class Store:
         await self.database.write(
             _reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
         )
+
+    # -- approvals -------------------------------------------------------------------------
+
+    async def request_approval(
+        self,
+        turn: TurnRecord,
+        seq: int,
+        *,
+        kind: ApprovalKind,
+        tool: str,
+        arguments: JsonValue,
+        approvers: Sequence[str],
+        expires_at: datetime,
+        prompt_text: str,
+        call_id: str,
+    ) -> ApprovalRecord:
+        """Ask (once per turn and step): the approval row, its prompt and its journal step."""
+        return await self.database.write(
+            approval_sql.request,
+            turn,
+            seq,
+            kind=kind,
+            tool=tool,
+            arguments=arguments,
+            approvers=approvers,
+            expires_at=expires_at,
+            prompt_text=prompt_text,
+            call_id=call_id,
+        )
+
+    async def approval_prompt_sent(self, approval_id: str, *, turn_id: int, receipt: str) -> None:
+        """The prompt is delivered: record its receipt and let the turn wait."""
+        await self.database.write(
+            approval_sql.prompt_sent, approval_id, turn_id=turn_id, receipt=receipt
+        )
+
+    async def suspend_turn(self, turn_id: int) -> None:
+        """Let the turn wait for a decision (it no longer holds up its conversation)."""
+        await self.database.write(approval_sql.suspend, turn_id)
+
+    async def decide_approval(
+        self, approval_id: str, *, status: ApprovalStatus, user: str, note: str
+    ) -> ApprovalRecord | None:
+        """First decision wins; None when it was already decided."""
+        return await self.database.write(
+            approval_sql.decide, approval_id, status=status, user=user, note=note
+        )
+
+    async def approval(self, approval_id: str) -> ApprovalRecord | None:
+        """One approval by id."""
+        return await self.database.read(approval_sql.load, approval_id)
+
+    async def approval_for_step(self, turn_id: int, seq: int) -> ApprovalRecord | None:
+        """The approval a turn asked for at a journal step, if any."""
+        return await self.database.read(approval_sql.for_step, turn_id, seq)
+
+    async def due_approvals(self) -> list[str]:
+        """Pending approvals whose time is up."""
+        return await self.database.read(approval_sql.due, utcnow())
+
+    async def grants(self, conversation_id: str) -> frozenset[str]:
+        """Tools allowed in this conversation ("Allow in this conversation")."""
+        return await self.database.read(approval_sql.granted_tools, conversation_id)
 
     # -- conversations and history ---------------------------------------------------------
 
@@ -582,7 +650,9 @@ def _messages_after(
     conn: Connection, conversation_id: str, *, after_id: int, limit: int
 ) -> list[MessageRecord]:
     params = {"b_id": conversation_id, "b_after": after_id, "b_limit": limit}
-    return [_message(row) for row in conn.execute(_MESSAGES_AFTER, params).all()]
+    rows = conn.execute(_MESSAGES_AFTER, params).all()
+    found = approval_sql.load_many(conn, [r.approval_id for r in rows if r.approval_id])
+    return [_message(row, approval=found.get(row.approval_id)) for row in rows]
 
 
 def _conversation_by_id(conn: Connection, conversation_id: str) -> ConversationRecord | None:
@@ -631,7 +701,7 @@ def _step(row: Row[Any]) -> StepRecord:
     )
 
 
-def _message(row: Row[Any]) -> MessageRecord:
+def _message(row: Row[Any], *, approval: ApprovalRecord | None = None) -> MessageRecord:
     return MessageRecord(
         id=int(row.id),
         conversation_id=row.conversation_id,
@@ -641,6 +711,7 @@ def _message(row: Row[Any]) -> MessageRecord:
         turn_id=None if row.turn_id is None else int(row.turn_id),
         platform_message_id=row.platform_message_id,
         created_at=row.created_at,
+        approval=approval,
     )
 
 

@@ -1,0 +1,254 @@
+"""Approvals and conversation grants: the transactions behind ``Store``'s approval methods.
+
+Nothing waits in memory for a decision: the pending row is the waiting. Deciding is a
+compare-and-set on ``status = 'pending'``, so the first answer wins and a double press
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import JsonValue
+from sqlalchemy import and_, bindparam, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Row
+
+from agent_core.events import ConversationKey, utcnow
+from agent_core.records import (
+    ApprovalKind,
+    ApprovalRecord,
+    ApprovalStatus,
+    TurnRecord,
+)
+from agent_core.storage.schema import approvals, conversations, grants, messages, turn_steps, turns
+
+_PROMPT = (
+    select(messages.c.platform_message_id)
+    .where(messages.c.approval_id == approvals.c.id, messages.c.role == "approval")
+    .limit(1)
+    .scalar_subquery()
+)
+_APPROVAL = select(
+    approvals,
+    conversations.c.platform,
+    conversations.c.workspace,
+    conversations.c.channel,
+    conversations.c.thread,
+    _PROMPT.label("prompt_message_id"),
+).join(conversations, conversations.c.id == approvals.c.conversation_id)
+_BY_ID = _APPROVAL.where(approvals.c.id == bindparam("b_id"))
+BY_STEP = _APPROVAL.where(
+    approvals.c.turn_id == bindparam("b_turn"), approvals.c.seq == bindparam("b_seq")
+)
+_DECIDE = (
+    update(approvals)
+    .where(approvals.c.id == bindparam("b_id"), approvals.c.status == "pending")
+    .values(
+        status=bindparam("b_status"),
+        decided_by=bindparam("b_user"),
+        decided_at=bindparam("b_now"),
+    )
+)
+_RESUME = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"), turns.c.status == "waiting")
+    .values(status="pending")
+)
+_SUSPEND = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"), turns.c.status.in_(("running", "pending")))
+    .values(status="waiting")
+)
+_GRANT = {
+    "sqlite": sqlite.insert(grants).on_conflict_do_nothing(),
+    "postgresql": postgresql.insert(grants).on_conflict_do_nothing(),
+}
+
+
+def new_approval_id() -> str:
+    """An opaque id: 15 characters, 48 random bits."""
+    return f"ap_{secrets.token_hex(6)}"
+
+
+def request(
+    conn: Connection,
+    turn: TurnRecord,
+    seq: int,
+    *,
+    kind: ApprovalKind,
+    tool: str,
+    arguments: JsonValue,
+    approvers: Sequence[str],
+    expires_at: datetime,
+    prompt_text: str,
+    call_id: str,
+) -> ApprovalRecord:
+    """Create the approval, its prompt in the history and (for tools) its journal step.
+
+    Idempotent per (turn, seq): a resumed turn gets the approval it already asked for.
+    """
+    existing = conn.execute(BY_STEP, {"b_turn": turn.id, "b_seq": seq}).first()
+    if existing is not None:
+        return record(existing)
+    now = utcnow()
+    approval_id = new_approval_id()
+    conn.execute(
+        insert(approvals),
+        {
+            "id": approval_id,
+            "turn_id": turn.id,
+            "seq": seq,
+            "conversation_id": turn.conversation_id,
+            "kind": kind,
+            "tool": tool,
+            "arguments": arguments,
+            "requested_by": turn.user,
+            "approvers": list(approvers),
+            "status": "pending",
+            "expires_at": expires_at,
+            "created_at": now,
+        },
+    )
+    conn.execute(
+        insert(messages),
+        {
+            "conversation_id": turn.conversation_id,
+            "role": "approval",
+            "text": prompt_text,
+            "turn_id": turn.id,
+            "approval_id": approval_id,
+            "delivery_key": f"{turn.id}:{seq}:prompt",
+            "created_at": now,
+        },
+    )
+    if kind == "tool":
+        conn.execute(
+            insert(turn_steps),
+            {
+                "turn_id": turn.id,
+                "seq": seq,
+                "kind": "approval",
+                "status": "started",
+                "input": {"approval_id": approval_id, "call_id": call_id, "tool": tool},
+                "idempotency_key": f"{turn.id}:{seq}",
+                "started_at": now,
+            },
+        )
+    row = conn.execute(_BY_ID, {"b_id": approval_id}).one()
+    return record(row)
+
+
+def prompt_sent(conn: Connection, approval_id: str, *, turn_id: int, receipt: str) -> None:
+    """Record the prompt's receipt and suspend the turn until someone decides."""
+    conn.execute(
+        update(messages)
+        .where(messages.c.approval_id == approval_id, messages.c.role == "approval")
+        .values(platform_message_id=receipt)
+    )
+    suspend(conn, turn_id)
+
+
+def suspend(conn: Connection, turn_id: int) -> None:
+    """The turn waits: the sweeper leaves it alone and later turns may run meanwhile."""
+    conn.execute(_SUSPEND, {"b_turn": turn_id})
+
+
+def decide(
+    conn: Connection, approval_id: str, *, status: ApprovalStatus, user: str, note: str
+) -> ApprovalRecord | None:
+    """Compare-and-set a pending approval; None when it was already decided (or unknown).
+
+    The winner also records a conversation grant (for ``allowed``), adds ``note`` to the
+    history, and puts the turn back in the queue.
+    """
+    now = utcnow()
+    params = {"b_id": approval_id, "b_status": status, "b_user": user, "b_now": now}
+    if conn.execute(_DECIDE, params).rowcount != 1:
+        return None
+    decided = record(conn.execute(_BY_ID, {"b_id": approval_id}).one())
+    if status == "allowed":
+        conn.execute(
+            _GRANT[conn.dialect.name],
+            {
+                "conversation_id": decided.conversation_id,
+                "tool": decided.tool,
+                "granted_by": user,
+                "approval_id": approval_id,
+                "created_at": now,
+            },
+        )
+    conn.execute(
+        insert(messages),
+        {
+            "conversation_id": decided.conversation_id,
+            "role": "system",
+            "text": note,
+            "turn_id": decided.turn_id,
+            "approval_id": approval_id,
+            "created_at": now,
+        },
+    )
+    conn.execute(_RESUME, {"b_turn": decided.turn_id})
+    return decided
+
+
+def due(conn: Connection, now: datetime) -> list[str]:
+    """Ids of pending approvals whose time is up."""
+    query = select(approvals.c.id).where(
+        and_(approvals.c.status == "pending", approvals.c.expires_at < now)
+    )
+    return [str(i) for i in conn.execute(query).scalars()]
+
+
+def load(conn: Connection, approval_id: str) -> ApprovalRecord | None:
+    """One approval by id."""
+    row = conn.execute(_BY_ID, {"b_id": approval_id}).first()
+    return None if row is None else record(row)
+
+
+def for_step(conn: Connection, turn_id: int, seq: int) -> ApprovalRecord | None:
+    """The approval a turn asked for at a journal step, if any."""
+    row = conn.execute(BY_STEP, {"b_turn": turn_id, "b_seq": seq}).first()
+    return None if row is None else record(row)
+
+
+def load_many(conn: Connection, approval_ids: Sequence[str]) -> dict[str, ApprovalRecord]:
+    """Approvals by id (for rendering a page of history)."""
+    if not approval_ids:
+        return {}
+    rows = conn.execute(_APPROVAL.where(approvals.c.id.in_(list(approval_ids)))).all()
+    return {row.id: record(row) for row in rows}
+
+
+def granted_tools(conn: Connection, conversation_id: str) -> frozenset[str]:
+    """Tools allowed for the rest of this conversation."""
+    query = select(grants.c.tool).where(grants.c.conversation_id == conversation_id)
+    return frozenset(str(tool) for tool in conn.execute(query).scalars())
+
+
+def record(row: Row[Any]) -> ApprovalRecord:
+    return ApprovalRecord(
+        id=row.id,
+        turn_id=int(row.turn_id),
+        seq=int(row.seq),
+        conversation_id=row.conversation_id,
+        conversation=ConversationKey(
+            platform=row.platform,
+            workspace=row.workspace,
+            channel=row.channel,
+            thread=row.thread or None,
+        ),
+        kind=row.kind,
+        tool=row.tool,
+        arguments=row.arguments,
+        requested_by=row.requested_by,
+        approvers=tuple(row.approvers or ()),
+        status=row.status,
+        decided_by=row.decided_by,
+        expires_at=row.expires_at,
+        prompt_message_id=row.prompt_message_id,
+    )
