@@ -1,7 +1,8 @@
 """Packing a prompt into the model's window. Pure: no I/O, no clock, no model calls.
 
-The system prompt and the new message are pinned: never dropped, never cut. History fills
-what is left, newest first, and is kept in chronological order.
+The system prompt and the current turn (the new message, and the tool calls and results
+it led to) are pinned: never dropped, never cut. History fills what is left, newest first,
+and is kept in chronological order.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ def pack(
     *,
     system: str,
     history: Sequence[ChatMessage],
-    message: ChatMessage,
+    current: Sequence[ChatMessage],
     budget: int,
     count: TokenCounter = rough_tokens,
 ) -> list[ChatMessage]:
-    """Return system + as much recent history as fits in ``budget`` tokens + the message."""
-    pinned = [ChatMessage(role="system", content=system), message]
+    """Return system + as much recent history as fits in ``budget`` tokens + the current turn."""
+    pinned = [ChatMessage(role="system", content=system), *current]
     remaining = budget - count(pinned)
     kept: list[ChatMessage] = []
     for item in reversed(history):
@@ -37,4 +38,4 @@ def pack(
         kept.append(item)
         remaining -= cost
     kept.reverse()
-    return [pinned[0], *kept, message]
+    return [pinned[0], *kept, *current]

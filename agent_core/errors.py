@@ -6,8 +6,13 @@
     │   ├── ModelError         every model (and fallback) failed for a call
     │   ├── StorageError       the database refused or could not be reached
     │   └── DeliveryError      an outbound message could not be delivered
+    ├── ApprovalError          a decision that cannot be taken (told to the person who tried)
+    │   ├── ApprovalNotFound   no approval has that id
+    │   ├── AlreadyDecided     someone decided first
+    │   └── NotAllowedToDecide this person may not decide it
     └── Signal                 control flow that is not a failure
-        └── LeaseLost          another process took over a conversation's lease
+        ├── LeaseLost          another process took over a conversation's lease
+        └── Suspended          the turn waits for a person; nothing waits in memory
 
 Exceptions keep their arguments in ``args`` so they pickle across process boundaries.
 """
@@ -50,9 +55,29 @@ class DeliveryError(RuntimeFailure):
     """An outbound message could not be delivered to its platform."""
 
 
+class ApprovalError(ChatgateError):
+    """A decision on an approval that cannot be taken."""
+
+
+class ApprovalNotFound(ApprovalError):
+    """No approval has that id."""
+
+
+class AlreadyDecided(ApprovalError):
+    """Someone decided this approval first (first answer wins)."""
+
+
+class NotAllowedToDecide(ApprovalError):
+    """Only the requester, an admin or a listed approver may decide."""
+
+
 class Signal(ChatgateError):
     """Control flow that is not a failure."""
 
 
 class LeaseLost(Signal):
     """This process no longer holds the conversation's lease: stop and let the holder run."""
+
+
+class Suspended(Signal):
+    """The turn asked a person and stops here; a decision puts it back in the queue."""

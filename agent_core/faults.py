@@ -14,6 +14,9 @@ from collections.abc import Collection
 POINTS = (
     "after_accept",
     "after_model_call",
+    "after_tool_intent",
+    "after_tool_run",
+    "after_approval_prompt",
     "after_reply_intent",
     "after_send",
 )

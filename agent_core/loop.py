@@ -2,14 +2,19 @@
 
 A turn's journal (``turn_steps``) holds, in order:
 
-    seq 1  model_call   started -> done (output: the reply text, model, token counts)
-    seq 2  reply        started = reply_intent (the reply is in the history)
-                        done    = reply_sent   (output: the platform's receipt)
+    model_call   started -> done (output: text, tool calls, model, token counts)
+    for each tool call of that response (see ``agent_core.tool_steps``):
+      approval   started = requested -> done = decided (only when policy asked)
+      tool_call  started = intent    -> done = result (scrubbed), or ambiguous
+    ... more model calls and tool rounds, up to the step limit ...
+    reply        started = reply_intent (the reply is in the history)
+                 done    = reply_sent   (output: the platform's receipt)
 
-Running a turn reads the journal first and only does what is not yet recorded: a model
-call that started but never finished is made again; a reply with an intent but no receipt
-is sent again with the same idempotency key (``turn_id:seq``), which the sender uses to
-avoid a duplicate. Tools and approvals add steps between these two (issue #3).
+Step numbers follow from the journaled model outputs, so a resumed turn walks the same
+path. Running a turn only does what is not yet recorded: a model call that started but
+never finished is made again; a tool call is re-run with the same idempotency key
+(``turn_id:seq``) only when the tool is idempotent; a reply with an intent but no receipt
+is sent again with the same key, which the sender uses to avoid a duplicate.
 """
 
 from __future__ import annotations
@@ -18,28 +23,36 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
 
 import structlog
 from pydantic import JsonValue
 
 from agent_core.context import pack, rough_tokens
 from agent_core.delivery import Outbound
-from agent_core.errors import LeaseLost, ModelError
+from agent_core.errors import LeaseLost, ModelError, Suspended
 from agent_core.events import Reply
 from agent_core.faults import FaultPoints
-from agent_core.model import ChatMessage, Model
+from agent_core.model import ChatMessage, Model, ToolCallRequest
+from agent_core.permissions import Permissions
 from agent_core.records import Role, StepStatus, TurnRecord, TurnStatus
+from agent_core.secrets import Secrets
 from agent_core.storage.store import Store
+from agent_core.tool_steps import ToolRound
+from agent_core.tools.base import TurnContext
+from agent_core.tools.registry import ToolRegistry
 
 log = structlog.get_logger("chatgate.turn")
-
-MODEL_STEP = 1
-REPLY_STEP = 2
 
 GAVE_UP_REPLY = (
     "Sorry, I could not answer this message: it failed {attempts} times in a row. "
     "Send it again to retry; the details are in the gateway log."
+)
+STEP_LIMIT_REPLY = (
+    "I stopped after {steps} model calls without reaching an answer. Tell me how to go on, "
+    "or narrow the task down."
 )
 NO_MODEL_REPLY = (
     "No model is configured, so I cannot answer yet. Set CHATGATE_MODEL to a litellm model "
@@ -73,6 +86,9 @@ class TurnRunner:
         reply_max_tokens: int = 1024,
         history_limit: int = 200,
         max_attempts: int = 5,
+        max_steps: int = 16,
+        tools: ToolRegistry | None = None,
+        tool_round: ToolRound | None = None,
         faults: FaultPoints | None = None,
         observer: TurnObserver | None = None,
     ) -> None:
@@ -83,7 +99,17 @@ class TurnRunner:
         self._reply_max_tokens = reply_max_tokens
         self._history_limit = history_limit
         self._max_attempts = max_attempts
+        self._max_steps = max_steps
+        self._tools = tools or ToolRegistry()
         self._faults = faults or FaultPoints()
+        self._tool_round = tool_round or ToolRound(
+            store,
+            outbound=outbound,
+            permissions=Permissions(),
+            secrets=Secrets(),
+            approval_ttl=timedelta(minutes=30),
+            faults=self._faults,
+        )
         self._observer = observer
 
     async def run_conversation(self, conversation_id: str, *, owner: str, lease: float) -> int:
@@ -154,11 +180,22 @@ class TurnRunner:
                 if turn.attempts >= self._max_attempts:
                     status = await self._give_up(turn)
                     return status
-                role, text, error = await self._model_step(turn)
-                final: TurnStatus = "failed" if error else "done"
-                await self._reply_step(turn, role=role, text=text, status=final, error=error)
+                try:
+                    answer = await self._think(turn)
+                except Suspended:
+                    log.info("turn waiting for a decision", attempt=turn.attempts + 1)
+                    return "waiting"
+                final: TurnStatus = "failed" if answer.error else "done"
+                await self._reply_step(
+                    turn,
+                    answer.seq,
+                    role=answer.role,
+                    text=answer.text,
+                    status=final,
+                    error=answer.error,
+                )
                 status = final
-                log.info("turn finished", status=status, error=error, attempt=turn.attempts + 1)
+                log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
                 return status
             finally:
                 if self._observer:
@@ -168,35 +205,87 @@ class TurnRunner:
     async def _give_up(self, turn: TurnRecord) -> TurnStatus:
         error = f"gave up after {turn.attempts} attempts"
         log.error("turn abandoned", attempts=turn.attempts)
-        if turn.step(REPLY_STEP) is None:
+        if not any(step.kind == "reply" for step in turn.steps):
             text = GAVE_UP_REPLY.format(attempts=turn.attempts)
+            seq = max((step.seq for step in turn.steps), default=0) + 1
             try:
-                await self._reply_step(turn, role="system", text=text, status="failed", error=error)
+                await self._reply_step(
+                    turn, seq, role="system", text=text, status="failed", error=error
+                )
                 return "failed"
             except Exception:
                 log.exception("could not tell the user the turn was abandoned")
         await self._store.finish_turn(turn.id, status="failed", error=error)
         return "failed"
 
-    async def _model_step(self, turn: TurnRecord) -> tuple[Role, str, str | None]:
-        step = turn.step(MODEL_STEP)
-        if step is not None and step.status != "started" and isinstance(step.output, dict):
-            stored = step.output
-            return _role(stored.get("role")), str(stored.get("text", "")), _error(stored)
+    async def _think(self, turn: TurnRecord) -> _Answer:
+        """Model calls and tool rounds until the model answers in words (or the limit)."""
+        context = TurnContext(
+            turn_id=turn.id,
+            conversation_id=turn.conversation_id,
+            conversation=turn.conversation,
+            user=turn.user,
+        )
+        tools = self._tools.tools_for(context) if self._model is not None else {}
+        specs = [tool.spec() for tool in tools.values()]
+        current = [ChatMessage(role="user", content=turn.trigger_text)]
+        history: list[ChatMessage] | None = None
+        seq = 1
+        for _round in range(self._max_steps):
+            step = turn.step(seq)
+            if step is not None and step.status != "started" and isinstance(step.output, dict):
+                output: Mapping[str, JsonValue] = step.output
+            else:
+                if history is None:
+                    history = await self._history(turn)
+                output = await self._call_model(turn, seq, history, current, specs)
+            seq += 1
+            calls = _tool_calls(output)
+            text = str(output.get("text", ""))
+            if output.get("error") or not calls:
+                return _Answer(
+                    seq=seq, role=_role(output.get("role")), text=text, error=_error(output)
+                )
+            current.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
+            results = await self._tool_round.run(turn, context, tools, calls, base=seq)
+            for call, result in zip(calls, results, strict=True):
+                current.append(ChatMessage(role="tool", content=result, tool_call_id=call.id))
+            seq += 2 * len(calls)
+        text = STEP_LIMIT_REPLY.format(steps=self._max_steps)
+        return _Answer(seq=seq, role="system", text=text, error="step limit reached")
+
+    async def _history(self, turn: TurnRecord) -> list[ChatMessage]:
+        return [
+            ChatMessage(role="assistant" if m.role == "assistant" else "user", content=m.text)
+            for m in await self._store.history(
+                turn.conversation_id, before_turn_id=turn.id, limit=self._history_limit
+            )
+        ]
+
+    async def _call_model(
+        self,
+        turn: TurnRecord,
+        seq: int,
+        history: list[ChatMessage],
+        current: list[ChatMessage],
+        specs: list[dict[str, Any]],
+    ) -> Mapping[str, JsonValue]:
         output: dict[str, JsonValue]
         if self._model is None:
-            await self._store.begin_step(turn.id, MODEL_STEP, kind="model_call", input={})
+            await self._store.begin_step(turn.id, seq, kind="model_call", input={})
             output = {"role": "system", "text": NO_MODEL_REPLY, "error": "no model configured"}
         else:
-            prompt = await self._prompt(turn)
+            prompt = self._pack(history, current)
             await self._store.begin_step(
                 turn.id,
-                MODEL_STEP,
+                seq,
                 kind="model_call",
                 input={"model": self._model.name, "messages": len(prompt)},
             )
             try:
-                reply = await self._model.complete(prompt, max_tokens=self._reply_max_tokens)
+                reply = await self._model.complete(
+                    prompt, max_tokens=self._reply_max_tokens, tools=specs
+                )
             except ModelError as exc:
                 output = {
                     "role": "system",
@@ -205,57 +294,56 @@ class TurnRunner:
                     "error": str(exc),
                 }
             else:
+                empty = not reply.text and not reply.tool_calls
                 output = {
                     "role": "assistant",
-                    "text": reply.text or "(the model returned an empty reply)",
+                    "text": "(the model returned an empty reply)" if empty else reply.text,
+                    "tool_calls": [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments}
+                        for c in reply.tool_calls
+                    ],
                     "model": reply.model,
                     "prompt_tokens": reply.prompt_tokens,
                     "completion_tokens": reply.completion_tokens,
                 }
         status: StepStatus = "failed" if "error" in output else "done"
-        await self._store.finish_step(
-            turn.id, MODEL_STEP, kind="model_call", status=status, output=output
-        )
+        await self._store.finish_step(turn.id, seq, kind="model_call", status=status, output=output)
         self._faults.hit("after_model_call")
-        return _role(output["role"]), str(output["text"]), _error(output)
+        return output
 
-    async def _prompt(self, turn: TurnRecord) -> list[ChatMessage]:
+    def _pack(self, history: list[ChatMessage], current: list[ChatMessage]) -> list[ChatMessage]:
         assert self._model is not None
-        history = [
-            ChatMessage(role="assistant" if m.role == "assistant" else "user", content=m.text)
-            for m in await self._store.history(
-                turn.conversation_id,
-                before_turn_id=turn.id,
-                limit=self._history_limit,
-            )
-        ]
-        message = ChatMessage(role="user", content=turn.trigger_text)
         budget = self._model.context_window() - self._reply_max_tokens
-        packed = pack(system=self._system_prompt, history=history, message=message, budget=budget)
+        packed = pack(system=self._system_prompt, history=history, current=current, budget=budget)
         if rough_tokens(packed) > budget // 2:
             # Close to the window: count exactly with the model's tokenizer.
             packed = pack(
                 system=self._system_prompt,
                 history=history,
-                message=message,
+                current=current,
                 budget=budget,
                 count=self._model.count_tokens,
             )
         return packed
 
     async def _reply_step(
-        self, turn: TurnRecord, *, role: Role, text: str, status: TurnStatus, error: str | None
+        self,
+        turn: TurnRecord,
+        seq: int,
+        *,
+        role: Role,
+        text: str,
+        status: TurnStatus,
+        error: str | None,
     ) -> None:
         """Journal the reply, deliver it, then journal the receipt and close the turn."""
-        step = turn.step(REPLY_STEP)
+        step = turn.step(seq)
         if step is not None and step.status == "done":
             await self._store.finish_turn(turn.id, status=status, error=error)
             return
-        key = f"{turn.id}:{REPLY_STEP}"
+        key = f"{turn.id}:{seq}"
         if step is None:
-            await self._store.record_reply_intent(
-                turn, REPLY_STEP, role=role, text=text, delivery_key=key
-            )
+            await self._store.record_reply_intent(turn, seq, role=role, text=text, delivery_key=key)
             self._faults.hit("after_reply_intent")
         elif isinstance(step.input, dict):
             # Resend exactly what was journaled, not a fresh rendering.
@@ -269,8 +357,29 @@ class TurnRunner:
         receipt = await self._outbound.send(reply)
         self._faults.hit("after_send")
         await self._store.record_reply_sent(
-            turn.id, REPLY_STEP, receipt=receipt, turn_status=status, error=error
+            turn.id, seq, receipt=receipt, turn_status=status, error=error
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """How a turn ends: the reply's journal step, who speaks, what, and any error."""
+
+    seq: int
+    role: Role
+    text: str
+    error: str | None
+
+
+def _tool_calls(output: Mapping[str, JsonValue]) -> tuple[ToolCallRequest, ...]:
+    raw = output.get("tool_calls") or []
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        ToolCallRequest(id=str(c["id"]), name=str(c["name"]), arguments=str(c["arguments"]))
+        for c in raw
+        if isinstance(c, dict)
+    )
 
 
 def _role(value: object) -> Role:

@@ -149,7 +149,7 @@ async def test_another_lease_holder_keeps_us_out(database: Database) -> None:
 class _BrokenModel(ScriptedModel):
     """A model port whose implementation has a bug: it raises something unexpected."""
 
-    async def complete(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+    async def complete(self, messages, *, max_tokens, tools=()):  # type: ignore[no-untyped-def]
         self.prompts.append(list(messages))
         raise RuntimeError("bug in a model adapter")
 
@@ -180,9 +180,9 @@ async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
 class _SlowModel(ScriptedModel):
     """Takes a second to answer."""
 
-    async def complete(self, messages, *, max_tokens):  # type: ignore[no-untyped-def]
+    async def complete(self, messages, *, max_tokens, tools=()):  # type: ignore[no-untyped-def]
         await asyncio.sleep(1)
-        return await super().complete(messages, max_tokens=max_tokens)
+        return await super().complete(messages, max_tokens=max_tokens, tools=tools)
 
 
 async def test_losing_the_lease_stops_the_turn_before_it_replies(database: Database) -> None:

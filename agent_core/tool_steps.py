@@ -1,0 +1,277 @@
+"""One round of tool calls inside a turn: permission, approval, run, journal.
+
+The model's n tool calls of one response take journal steps ``base + 2i`` (the approval,
+when one was asked for) and ``base + 2i + 1`` (the call itself), so a resumed turn finds
+every step where it left it. Per call:
+
+- unknown tool or malformed arguments: an error result the model can correct;
+- policy says deny: a denial result; allow: run; ask: an approval row, a prompt with
+  buttons, and the turn waits (``Suspended``) with nothing held in memory;
+- a call journaled as started but never finished (a crash in between): re-run it with the
+  same idempotency key when the tool is idempotent; otherwise do not guess: ask the user
+  (Retry / Skip) and wait.
+
+Calls that may run go concurrently, bounded; results are scrubbed of secret values before
+they are journaled, so the model never sees one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Literal
+
+import structlog
+from pydantic import JsonValue
+
+from agent_core.delivery import Outbound
+from agent_core.errors import Suspended
+from agent_core.events import ApprovalPrompt, utcnow
+from agent_core.faults import FaultPoints
+from agent_core.model import ToolCallRequest
+from agent_core.permissions import PermissionContext, Permissions, ToolCall
+from agent_core.records import ApprovalRecord, TurnRecord
+from agent_core.secrets import Secrets
+from agent_core.storage.store import Store
+from agent_core.tools.base import InvalidArguments, Tool, ToolContext, ToolOutcome, TurnContext
+
+log = structlog.get_logger("chatgate.tools")
+
+Verdict = Literal["run", "denied", "expired", "skipped", "waiting"]
+
+
+def call_seqs(base: int, index: int) -> tuple[int, int]:
+    """(approval step, call step) of the index-th call of a round starting at ``base``."""
+    return base + 2 * index, base + 2 * index + 1
+
+
+class ToolRound:
+    """Runs the tool calls of one model response."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        outbound: Outbound,
+        permissions: Permissions,
+        secrets: Secrets,
+        approval_ttl: timedelta,
+        concurrency: int = 4,
+        faults: FaultPoints | None = None,
+    ) -> None:
+        self._store = store
+        self._outbound = outbound
+        self._permissions = permissions
+        self._secrets = secrets
+        self._approval_ttl = approval_ttl
+        self._slots = asyncio.Semaphore(concurrency)
+        self._faults = faults or FaultPoints()
+
+    async def run(
+        self,
+        turn: TurnRecord,
+        context: TurnContext,
+        tools: Mapping[str, Tool],
+        calls: Sequence[ToolCallRequest],
+        *,
+        base: int,
+    ) -> list[str]:
+        """Each call's result as the model will read it; raises ``Suspended`` when a call
+        waits for a person (after running every call that may run now)."""
+        results: list[str | None] = [None] * len(calls)
+        runnable: list[tuple[int, Tool, dict[str, Any], int]] = []
+        waiting = False
+        for index, call in enumerate(calls):
+            approval_seq, call_seq = call_seqs(base, index)
+            step = turn.step(call_seq)
+            if step is not None and step.status == "done" and isinstance(step.output, dict):
+                results[index] = str(step.output.get("content", ""))
+                continue
+            tool = tools.get(call.name)
+            if tool is None:
+                available = ", ".join(sorted(tools)) or "none"
+                outcome = ToolOutcome(
+                    status="error", output=f"unknown tool {call.name!r}; available: {available}"
+                )
+                results[index] = await self._record(turn, call_seq, call, outcome)
+                continue
+            try:
+                arguments = tool.validate(call.arguments)
+            except InvalidArguments as exc:
+                outcome = ToolOutcome(status="invalid_arguments", output=str(exc))
+                results[index] = await self._record(turn, call_seq, call, outcome)
+                continue
+            if step is not None and not tool.is_idempotent(arguments):
+                verdict = await self._recover(turn, call_seq, call, arguments)
+            else:
+                verdict = await self._permit(turn, approval_seq, call, tool, arguments)
+            if verdict == "run":
+                runnable.append((index, tool, arguments, call_seq))
+            elif verdict == "waiting":
+                waiting = True
+            else:
+                results[index] = await self._record(turn, call_seq, call, _refusal(verdict))
+        outcomes = await asyncio.gather(
+            *(
+                self._execute(turn, context, calls[index], tool, arguments, seq)
+                for index, tool, arguments, seq in runnable
+            )
+        )
+        for (index, *_rest), content in zip(runnable, outcomes, strict=True):
+            results[index] = content
+        if waiting:
+            raise Suspended(turn.id)
+        return [r if r is not None else "" for r in results]
+
+    async def _permit(
+        self,
+        turn: TurnRecord,
+        seq: int,
+        call: ToolCallRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+    ) -> Verdict:
+        if turn.step(seq) is None:
+            request = ToolCall(name=call.name, arguments=arguments)
+            grants = await self._store.grants(turn.conversation_id)
+            context = PermissionContext(
+                user=turn.user, conversation_id=turn.conversation_id, grants=grants
+            )
+            decision = self._permissions.decide(request, context)
+            if decision != "ask":
+                return "run" if decision == "allow" else "denied"
+            approval = await self._store.request_approval(
+                turn,
+                seq,
+                kind="tool",
+                tool=call.name,
+                arguments=_json(arguments),
+                approvers=self._permissions.approvers(request),
+                expires_at=utcnow() + self._approval_ttl,
+                prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
+                call_id=call.id,
+            )
+            return await self._await_decision(turn, approval, seq)
+        asked = await self._store.approval_for_step(turn.id, seq)
+        if asked is None:  # the step exists only with its approval; never without
+            return "denied"
+        return await self._await_decision(turn, asked, seq)
+
+    async def _recover(
+        self, turn: TurnRecord, seq: int, call: ToolCallRequest, arguments: dict[str, Any]
+    ) -> Verdict:
+        """A non-idempotent call started and never finished: ask before running it again."""
+        approval = await self._store.approval_for_step(turn.id, seq)
+        if approval is None:
+            log.warning("tool outcome unknown", tool=call.name, seq=seq)
+            await self._store.finish_step(
+                turn.id, seq, kind="tool_call", status="ambiguous", output=None
+            )
+            shown = json.dumps(arguments, ensure_ascii=False)
+            approval = await self._store.request_approval(
+                turn,
+                seq,
+                kind="recovery",
+                tool=call.name,
+                arguments=_json(arguments),
+                approvers=(),
+                expires_at=utcnow() + self._approval_ttl,
+                prompt_text=(
+                    f"chatgate restarted while running {call.name} {shown}; it may or may not "
+                    "have happened. Run it again?"
+                ),
+                call_id=call.id,
+            )
+        verdict = await self._await_decision(turn, approval, None)
+        return "skipped" if verdict in ("denied", "expired") else verdict
+
+    async def _await_decision(
+        self, turn: TurnRecord, approval: ApprovalRecord, seq: int | None
+    ) -> Verdict:
+        if approval.status == "pending":
+            if approval.prompt_message_id is None:
+                await self._send_prompt(turn, approval)
+            else:
+                await self._store.suspend_turn(turn.id)
+            return "waiting"
+        if seq is not None:
+            step = turn.step(seq)
+            if step is None or step.status != "done":
+                output: dict[str, JsonValue] = {
+                    "decision": approval.status,
+                    "decided_by": approval.decided_by,
+                }
+                await self._store.finish_step(
+                    turn.id, seq, kind="approval", status="done", output=output
+                )
+        if approval.approved:
+            return "run"
+        return "expired" if approval.status == "expired" else "denied"
+
+    async def _send_prompt(self, turn: TurnRecord, approval: ApprovalRecord) -> None:
+        prompt = ApprovalPrompt(
+            conversation=turn.conversation,
+            approval_id=approval.id,
+            tool=approval.tool,
+            arguments=approval.arguments if isinstance(approval.arguments, dict) else {},
+            requested_by=turn.user,
+            reply_to=turn.reply_to,
+            idempotency_key=f"{turn.id}:{approval.seq}:prompt",
+        )
+        receipt = await self._outbound.send(prompt)
+        await self._store.approval_prompt_sent(approval.id, turn_id=turn.id, receipt=receipt)
+        self._faults.hit("after_approval_prompt")
+
+    async def _execute(
+        self,
+        turn: TurnRecord,
+        context: TurnContext,
+        call: ToolCallRequest,
+        tool: Tool,
+        arguments: dict[str, Any],
+        seq: int,
+    ) -> str:
+        async with self._slots:
+            await self._store.begin_step(
+                turn.id,
+                seq,
+                kind="tool_call",
+                input={"call_id": call.id, "name": call.name, "arguments": _json(arguments)},
+            )
+            self._faults.hit("after_tool_intent")
+            outcome = await tool.run(
+                arguments,
+                ToolContext(turn=context, call_id=call.id, idempotency_key=f"{turn.id}:{seq}"),
+            )
+            self._faults.hit("after_tool_run")
+            return await self._record(turn, seq, call, outcome)
+
+    async def _record(
+        self, turn: TurnRecord, seq: int, call: ToolCallRequest, outcome: ToolOutcome
+    ) -> str:
+        content = self._secrets.scrub(outcome.for_model())
+        await self._store.finish_step(
+            turn.id,
+            seq,
+            kind="tool_call",
+            status="done",
+            output={"status": outcome.status, "content": content, "call_id": call.id},
+        )
+        return content
+
+
+def _refusal(verdict: Verdict) -> ToolOutcome:
+    reasons = {
+        "denied": "not run: permission denied (by policy or by the person asked)",
+        "expired": "not run: nobody approved it before the approval expired",
+        "skipped": "not run again: its outcome after a restart is unknown and the user "
+        "chose to skip it",
+    }
+    return ToolOutcome(status="denied", output=reasons[verdict])
+
+
+def _json(arguments: Mapping[str, Any]) -> JsonValue:
+    converted: JsonValue = json.loads(json.dumps(arguments, default=str))
+    return converted
