@@ -19,7 +19,12 @@ from typing import Any
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, InboundMessage, Reply
-from agent_core.records import ConversationRecord, MessageRecord
+from agent_core.records import (
+    ApprovalDecision,
+    ApprovalRecord,
+    ConversationRecord,
+    MessageRecord,
+)
 
 WORKSPACE = "local"
 MAX_TEXT = 32_000
@@ -106,14 +111,44 @@ def is_loopback(remote: str | None) -> bool:
 
 
 def message_item(message: MessageRecord) -> dict[str, Any]:
-    """A message as the JSON API shows it."""
-    return {
+    """A message as the JSON API shows it; approvals (and notes about them) carry their
+    current state, so a page can draw the buttons or who decided."""
+    item: dict[str, Any] = {
         "id": message.id,
         "role": message.role,
         "text": message.text,
         "author": message.author,
         "created_at": message.created_at.isoformat(),
     }
+    if message.approval is not None:
+        item["approval"] = approval_item(message.approval)
+    return item
+
+
+def approval_item(approval: ApprovalRecord) -> dict[str, Any]:
+    """An approval as the JSON API shows it."""
+    return {
+        "id": approval.id,
+        "kind": approval.kind,
+        "tool": approval.tool,
+        "arguments": approval.arguments,
+        "status": approval.status,
+        "decided_by": approval.decided_by,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+
+
+def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
+    """A ``POST /api/approvals/{id}`` body: the decision and the web user deciding."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    decision = body.get("decision")
+    if decision not in ("approve", "allow_conversation", "deny"):
+        raise BadRequest("'decision' must be one of approve, allow_conversation, deny")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    return decision, f"web:{user}"
 
 
 def conversation_item(conversation: ConversationRecord) -> dict[str, Any]:

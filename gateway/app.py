@@ -12,18 +12,26 @@ import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import structlog
 from aiohttp import web
 
 from adapters.web import WebHub, WebSender
+from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
 from agent_core.faults import FaultPoints
 from agent_core.loop import TurnRunner
 from agent_core.model import Model
+from agent_core.permissions import Permissions
+from agent_core.secrets import Secrets
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
+from agent_core.tool_steps import ToolRound
+from agent_core.tools.http_request import http_request_factory
+from agent_core.tools.registry import ToolRegistry
+from agent_core.tools.run_command import SandboxLimits, run_command_factory
 from gateway import routes
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
@@ -74,15 +82,53 @@ def build_model(settings: Settings) -> Model | None:
     )
 
 
+def load_secrets(settings: Settings) -> Secrets:
+    """Read each ``[secrets]`` variable once; a missing one is logged (doctor reports it)."""
+    values: dict[str, str] = {}
+    for name, variable in settings.secrets.items():
+        value = os.environ.get(variable, "")
+        if not value:
+            log.warning("secret not set", secret=name, variable=variable)
+        values[name] = value
+    return Secrets(values)
+
+
+def build_tools(settings: Settings, secrets: Secrets) -> ToolRegistry:
+    """The built-in tools, configured from ``[tools.*]``."""
+    run = settings.tools.run_command
+    http = settings.tools.http_request
+    return ToolRegistry(
+        [
+            run_command_factory(
+                settings.state_dir.resolve(),
+                SandboxLimits(
+                    timeout=run.timeout,
+                    cpu_seconds=run.cpu_seconds,
+                    memory_mb=run.memory_mb,
+                    output_limit=run.output_limit,
+                ),
+            ),
+            http_request_factory(
+                allowed_hosts=http.allowed_hosts,
+                secrets=secrets,
+                timeout=http.timeout,
+                output_limit=http.output_limit,
+            ),
+        ]
+    )
+
+
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 async def _sweep(runtime: Runtime, interval: float) -> None:
     """Find conversations with open turns and no live lease (after a crash, a lost lease,
-    or a drain) and run them; the first pass is start-up recovery."""
+    or a drain) and run them, and expire overdue approvals; the first pass is start-up
+    recovery. Safe on every process at once: leases and compare-and-set decide."""
     while not runtime.stopping.is_set():
         try:
+            await runtime.dispatcher.expire_approvals()
             for conversation_id in await runtime.store.conversations_needing_work():
                 runtime.supervisor.submit(conversation_id)
         except Exception:
@@ -116,15 +162,29 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             metrics = Metrics()
             hub = WebHub()
             faults = FaultPoints(settings.test_fault)
+            outbound = OutboundRouter({"web": WebSender(hub)})
+            secrets = load_secrets(settings)
+            tool_round = ToolRound(
+                store,
+                outbound=outbound,
+                permissions=Permissions(settings.policy),
+                secrets=secrets,
+                approval_ttl=timedelta(minutes=settings.approval_minutes),
+                faults=faults,
+            )
             runner = TurnRunner(
                 store,
                 model=chosen,
-                outbound=OutboundRouter({"web": WebSender(hub)}),
+                outbound=outbound,
                 system_prompt=settings.system_prompt,
                 reply_max_tokens=settings.reply_max_tokens,
+                max_steps=settings.max_steps,
+                tools=build_tools(settings, secrets),
+                tool_round=tool_round,
                 faults=faults,
                 observer=metrics,
             )
+            approvals = Approvals(store, outbound, admins=settings.admins)
             owner = _owner()
 
             async def work(conversation_id: str) -> int:
@@ -141,7 +201,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 hub=hub,
                 runner=runner,
                 supervisor=supervisor,
-                dispatcher=Dispatcher(store, supervisor, metrics=metrics, hub=hub, faults=faults),
+                dispatcher=Dispatcher(
+                    store, supervisor, approvals=approvals, metrics=metrics, hub=hub, faults=faults
+                ),
             )
             app[RUNTIME] = runtime
             sweeper = asyncio.create_task(

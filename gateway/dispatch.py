@@ -5,9 +5,12 @@ from __future__ import annotations
 import structlog
 
 from adapters.web import WebHub
+from agent_core.approvals import Approvals
+from agent_core.commands import parse_command
+from agent_core.errors import AlreadyDecided, ApprovalError, ApprovalNotFound
 from agent_core.events import InboundMessage
 from agent_core.faults import FaultPoints
-from agent_core.records import Accepted
+from agent_core.records import Accepted, ApprovalDecision, ApprovalRecord
 from agent_core.storage.store import Store
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
@@ -16,29 +19,34 @@ log = structlog.get_logger("chatgate.dispatch")
 
 
 class Dispatcher:
-    """Ledger, dedupe, then hand the conversation to the supervisor."""
+    """Ledger, dedupe, then hand the conversation to the supervisor; decisions too."""
 
     def __init__(
         self,
         store: Store,
         supervisor: Supervisor,
         *,
+        approvals: Approvals,
         metrics: Metrics,
         hub: WebHub,
         faults: FaultPoints | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
+        self._approvals = approvals
         self._metrics = metrics
         self._hub = hub
         self._faults = faults or FaultPoints()
 
     async def accept(self, event: InboundMessage) -> Accepted:
-        """Store the event durably (a duplicate is acknowledged and dropped) and wake its lane.
+        """Store the event durably (a duplicate is acknowledged and dropped) and act on it.
 
-        When this returns, the message is safe: the turn runs now, or after a restart.
+        When this returns, the message is safe: its turn runs now, or after a restart.
+        ``/approve ID`` and ``/deny ID`` decide at once instead of opening a turn.
         """
-        accepted = await self._store.accept_inbound(event)
+        command = parse_command(event.text)
+        deciding = command is not None and command.name in ("approve", "deny")
+        accepted = await self._store.accept_inbound(event, open_turn=not deciding)
         outcome = "duplicate" if accepted.duplicate else "accepted"
         self._metrics.inbound.labels(event.platform, outcome).inc()
         log.info(
@@ -49,12 +57,44 @@ class Dispatcher:
             turn_id=accepted.turn_id,
             outcome=outcome,
         )
-        if not accepted.duplicate:
-            self._faults.hit("after_accept")
-            self._hub.publish(event.conversation)
+        if accepted.duplicate:
+            return accepted
+        self._faults.hit("after_accept")
+        if deciding and command is not None:
+            decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
+            try:
+                await self.decide(command.args, decision=decision, user=event.user)
+            except ApprovalError as exc:
+                await self._store.add_note(accepted.conversation_id, _refusal(exc))
+        else:
             self._supervisor.submit(accepted.conversation_id)
+        self._hub.publish(event.conversation)
         return accepted
+
+    async def decide(
+        self, approval_id: str, *, decision: ApprovalDecision, user: str
+    ) -> ApprovalRecord:
+        """Decide an approval (first answer wins) and wake the turn that waits on it."""
+        decided = await self._approvals.decide(approval_id, decision=decision, user=user)
+        self._supervisor.submit(decided.conversation_id)
+        self._hub.publish(decided.conversation)
+        return decided
+
+    async def expire_approvals(self) -> None:
+        """Expire approvals nobody decided in time and wake their turns."""
+        for approval in await self._approvals.expire_due():
+            self._supervisor.submit(approval.conversation_id)
+            self._hub.publish(approval.conversation)
 
     def reject(self, platform: str) -> None:
         """Count an inbound request that was refused before reaching the ledger."""
         self._metrics.inbound.labels(platform, "rejected").inc()
+
+
+def _refusal(error: ApprovalError) -> str:
+    approval_id = error.args[0] if error.args else "?"
+    if isinstance(error, ApprovalNotFound):
+        return f"There is no approval {approval_id}."
+    if isinstance(error, AlreadyDecided):
+        return f"{approval_id} was already decided."
+    return f"You may not decide {approval_id}: ask the person who asked, or an admin."

@@ -56,14 +56,17 @@ class Store:
 
     # -- ingress ---------------------------------------------------------------------------
 
-    async def accept_inbound(self, event: InboundMessage) -> Accepted:
+    async def accept_inbound(self, event: InboundMessage, *, open_turn: bool = True) -> Accepted:
         """Ledger the event, store the user's message and open a turn, all or nothing.
 
         A second delivery of the same (platform, platform_event_id) changes nothing and
-        returns what the first one created, with ``duplicate=True``.
+        returns what the first one created, with ``duplicate=True``. With ``open_turn``
+        false (a text command) the message is kept but no turn is opened (turn_id 0).
         """
         try:
-            return await self.database.write(_accept, event, payload=event_to_json(event))
+            return await self.database.write(
+                _accept, event, payload=event_to_json(event), open_turn=open_turn
+            )
         except IntegrityError:
             # Another process ledgered the same event between our check and our insert.
             existing = await self.database.read(_ledgered, event.platform, event.platform_event_id)
@@ -140,6 +143,14 @@ class Store:
         """Journal the platform's receipt; with ``turn_status``, also close the turn."""
         await self.database.write(
             _reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
+        )
+
+    async def add_note(
+        self, conversation_id: str, text: str, *, approval_id: str | None = None
+    ) -> int:
+        """Add a system message to the conversation (shown to people, not to the model)."""
+        return await self.database.write(
+            _add_note, conversation_id, text=text, approval_id=approval_id
         )
 
     # -- approvals -------------------------------------------------------------------------
@@ -390,7 +401,7 @@ _MESSAGES_AFTER = (
 )
 
 
-def _accept(conn: Connection, event: InboundMessage, *, payload: str) -> Accepted:
+def _accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: bool) -> Accepted:
     # No look-up first: duplicates are rare, and the ledger's unique key rejects them
     # (the caller then reads what the first delivery created).
     now = utcnow()
@@ -407,18 +418,22 @@ def _accept(conn: Connection, event: InboundMessage, *, payload: str) -> Accepte
             },
         ).scalar_one()
     )
-    turn_id = int(
-        conn.execute(
-            _INSERT_TURN,
-            {
-                "conversation_id": conversation_id,
-                "user_id": event.user,
-                "reply_to": event.reply_to,
-                "status": "pending",
-                "attempts": 0,
-                "created_at": now,
-            },
-        ).scalar_one()
+    turn_id = (
+        int(
+            conn.execute(
+                _INSERT_TURN,
+                {
+                    "conversation_id": conversation_id,
+                    "user_id": event.user,
+                    "reply_to": event.reply_to,
+                    "status": "pending",
+                    "attempts": 0,
+                    "created_at": now,
+                },
+            ).scalar_one()
+        )
+        if open_turn
+        else None
     )
     message_id = int(
         conn.execute(
@@ -448,8 +463,22 @@ def _accept(conn: Connection, event: InboundMessage, *, payload: str) -> Accepte
         },
     )
     return Accepted(
-        conversation_id=conversation_id, message_id=message_id, turn_id=turn_id, duplicate=False
+        conversation_id=conversation_id,
+        message_id=message_id,
+        turn_id=turn_id or 0,
+        duplicate=False,
     )
+
+
+def _add_note(conn: Connection, conversation_id: str, *, text: str, approval_id: str | None) -> int:
+    values = {
+        "conversation_id": conversation_id,
+        "role": "system",
+        "text": text,
+        "approval_id": approval_id,
+        "created_at": utcnow(),
+    }
+    return int(conn.execute(_INSERT_MESSAGE, values).scalar_one())
 
 
 def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None:
@@ -459,7 +488,7 @@ def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None
     return Accepted(
         conversation_id=row.conversation_id,
         message_id=row.message_id,
-        turn_id=row.turn_id,
+        turn_id=row.turn_id or 0,
         duplicate=True,
     )
 

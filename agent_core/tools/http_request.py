@@ -106,9 +106,8 @@ async def _send(
     if not host_allowed(real_url, allowed_hosts):
         listed = ", ".join(allowed_hosts) or "none: set [tools.http_request] allowed_hosts"
         raise ToolFailed(f"host not allowed: {secrets.scrub(url)} (allowed: {listed})")
-    if method not in ("GET", "HEAD"):
-        # Servers that honour it make a re-run after a crash harmless.
-        real_headers.setdefault("Idempotency-Key", context.idempotency_key)
+    # The same on every re-run of this call: servers that honour it make a re-run harmless.
+    real_headers.setdefault("Idempotency-Key", context.idempotency_key)
     try:
         async with httpx.AsyncClient(
             timeout=client_timeout, transport=transport, follow_redirects=False

@@ -10,12 +10,15 @@ from aiohttp import web
 
 from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
 from adapters.web import (
+    approval_item,
     check_access,
     check_same_origin,
     conversation_item,
     message_item,
+    parse_decision,
     parse_message,
 )
+from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
 from agent_core.records import ConversationRecord
 from gateway.routes import Handler, json_error, read_json
 from gateway.runtime import RUNTIME
@@ -82,6 +85,29 @@ async def post_message(request: web.Request) -> web.Response:
         },
         status=202,
     )
+
+
+async def decide(request: web.Request) -> web.Response:
+    """Approve, allow in this conversation, or deny: 200 with the new status; 409 when
+    someone decided first; 403 when this user may not decide it."""
+    runtime = request.app[RUNTIME]
+    body = await read_json(request)
+    try:
+        decision, user = parse_decision(body)
+    except BadRequest as exc:
+        return json_error(400, str(exc))
+    approval_id = request.match_info["id"]
+    try:
+        decided = await runtime.dispatcher.decide(approval_id, decision=decision, user=user)
+    except ApprovalNotFound:
+        return json_error(404, "no such approval")
+    except NotAllowedToDecide:
+        return json_error(403, f"{user} may not decide this approval")
+    except AlreadyDecided:
+        current = await runtime.store.approval(approval_id)
+        extra = approval_item(current) if current else {}
+        return json_error(409, "already decided", approval=extra)
+    return web.json_response(approval_item(decided))
 
 
 async def list_conversations(request: web.Request) -> web.Response:
@@ -162,6 +188,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/", index)
     app.router.add_static("/static", STATIC)
     app.router.add_post("/api/messages", post_message)
+    app.router.add_post("/api/approvals/{id}", decide)
     app.router.add_get("/api/conversations", list_conversations)
     app.router.add_get("/api/conversations/{id}/messages", get_messages)
     app.router.add_get("/api/conversations/{id}/stream", stream)

@@ -25,6 +25,64 @@ async function api(path, options = {}) {
 
 function setStatus(text) { el("status").textContent = text || ""; }
 
+const LABELS = {
+  tool: [["approve", "Approve"], ["allow_conversation", "Allow in this conversation"], ["deny", "Deny"]],
+  recovery: [["approve", "Retry"], ["deny", "Skip"]],
+};
+
+function showDecision(card, approval) {
+  const actions = card.querySelector(".actions");
+  if (approval.status === "pending") return;
+  actions.replaceChildren();
+  const done = document.createElement("span");
+  done.className = "decided";
+  done.textContent = approval.status === "expired" ? "Expired" : `${approval.status} by ${approval.decided_by}`;
+  actions.appendChild(done);
+}
+
+async function decideApproval(card, approval, decision) {
+  for (const button of card.querySelectorAll("button")) button.disabled = true;
+  try {
+    const response = await fetch(`/api/approvals/${approval.id}`, {
+      method: "POST",
+      headers: { ...headers, "Content-Type": "application/json" },
+      body: JSON.stringify({ decision }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (response.ok) showDecision(card, body);
+    else if (response.status === 409 && body.approval) showDecision(card, body.approval);
+    else {
+      setStatus(body.error || response.statusText);
+      for (const button of card.querySelectorAll("button")) button.disabled = false;
+    }
+  } catch (error) {
+    setStatus(error.message);
+    for (const button of card.querySelectorAll("button")) button.disabled = false;
+  }
+}
+
+function approvalCard(li, approval) {
+  li.dataset.approval = approval.id;
+  li.replaceChildren();
+  const title = document.createElement("div");
+  title.className = "title";
+  title.textContent = approval.kind === "recovery"
+    ? `Run ${approval.tool} again? It may or may not have happened before a restart.`
+    : `Allow ${approval.tool}?`;
+  const args = document.createElement("pre");
+  args.textContent = JSON.stringify(approval.arguments, null, 2);
+  const actions = document.createElement("div");
+  actions.className = "actions";
+  for (const [decision, label] of LABELS[approval.kind] || LABELS.tool) {
+    const button = document.createElement("button");
+    button.textContent = label;
+    button.onclick = () => decideApproval(li, approval, decision);
+    actions.appendChild(button);
+  }
+  li.append(title, args, actions);
+  showDecision(li, approval);
+}
+
 function renderItem(item) {
   if (state.seen.has(item.id)) return;
   state.seen.add(item.id);
@@ -33,10 +91,19 @@ function renderItem(item) {
   const li = document.createElement("li");
   li.className = item.role;
   li.dataset.id = item.id;
-  li.textContent = item.text;
+  if (item.role === "approval" && item.approval) {
+    approvalCard(li, item.approval);
+  } else {
+    li.textContent = item.text;
+    if (item.approval) {
+      const card = document.querySelector(`li.approval[data-approval="${item.approval.id}"]`);
+      if (card) showDecision(card, item.approval);
+    }
+  }
   el("messages").appendChild(li);
   el("messages").scrollTop = el("messages").scrollHeight;
-  setStatus(item.role === "user" ? "The agent is thinking…" : "");
+  const waiting = item.role === "approval" && item.approval && item.approval.status === "pending";
+  setStatus(item.role === "user" ? "The agent is thinking…" : waiting ? "Waiting for your decision…" : "");
 }
 
 async function loadConversations() {

@@ -1,0 +1,60 @@
+"""A tiny HTTP server on 127.0.0.1 that records requests and echoes their headers, for
+http_request tests; it counts effects by Idempotency-Key, like a careful API would."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class EchoServer:
+    """Use as a context manager; ``requests`` holds (method, path, headers) tuples."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                owner.requests.append((self.command, self.path, headers))
+                payload = json.dumps({"method": self.command, "headers": headers, "body": body})
+                data = payload.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def host(self) -> str:
+        """host:port for allowed_hosts."""
+        return f"127.0.0.1:{self.port}"
+
+    def effects(self) -> int:
+        """Distinct effects: requests counted once per Idempotency-Key."""
+        keys = {
+            h.get("idempotency-key") or f"none-{i}" for i, (_m, _p, h) in enumerate(self.requests)
+        }
+        return len(keys)
+
+    def __enter__(self) -> EchoServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
