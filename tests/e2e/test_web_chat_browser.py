@@ -62,3 +62,58 @@ def test_send_a_message_see_the_reply_then_reload_and_see_history(
         page.screenshot(path=str(tmp_path / "web-chat.png"))
     finally:
         gateway.stop()
+
+
+def test_an_approval_prompt_is_pressed_and_the_result_appears(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """The agent asks to run a command: the card shows the tool and its arguments with
+    three buttons; Approve runs it and the model's answer appears; reload keeps it."""
+    model_server.script(
+        Scripted(
+            tool_calls=[
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "run_command",
+                        "arguments": '{"command": "echo approved-output"}',
+                    },
+                }
+            ]
+        ),
+        "The command said approved-output.",
+    )
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **model_server.settings(),
+    )
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("ops")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("run the echo")
+        page.keyboard.press("Enter")
+        card = page.locator("#messages li.approval")
+        expect(card.locator(".title")).to_have_text("Allow run_command?")
+        expect(card.locator("pre")).to_contain_text('"command": "echo approved-output"')
+        expect(card.get_by_role("button")).to_have_text(
+            ["Approve", "Allow in this conversation", "Deny"]
+        )
+        card.get_by_role("button", name="Approve", exact=True).click()
+        expect(card.locator(".decided")).to_have_text("approved by web:local")
+        expect(page.locator("#messages li.assistant")).to_have_text(
+            "The command said approved-output."
+        )
+        assert "approved-output" in model_server.requests[1]["messages"][-1]["content"]
+        page.reload()
+        expect(page.locator("#messages li.approval .decided")).to_have_text("approved by web:local")
+        expect(page.locator("#messages li.assistant")).to_have_text(
+            "The command said approved-output."
+        )
+    finally:
+        gateway.stop()

@@ -23,10 +23,15 @@ from tests.fakes.model_server import FakeModelServer, Scripted
 
 def tool_call(name: str, arguments: dict[str, Any]) -> Scripted:
     """A scripted answer calling one tool."""
-    return Scripted(tool_calls=[{
-        "id": "call_1", "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }])
+    return Scripted(
+        tool_calls=[
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ]
+    )
 
 
 @pytest.fixture
@@ -37,8 +42,9 @@ def echo() -> Iterator[EchoServer]:
 
 
 @pytest.fixture
-def gateway(database_url: str, model_server: FakeModelServer, echo: EchoServer,
-            tmp_path: Path) -> Iterator[GatewayProcess]:
+def gateway(
+    database_url: str, model_server: FakeModelServer, echo: EchoServer, tmp_path: Path
+) -> Iterator[GatewayProcess]:
     """A gateway whose run_command needs no approval unless a test says so."""
     config = tmp_path / "chatgate.toml"
     config.write_text(f"""
@@ -50,10 +56,13 @@ tool = "run_command"
 args = {{ command = "^echo ran" }}
 decision = "allow"
 """)
-    process = GatewayProcess(database_url=database_url, workdir=tmp_path,
-                             CHATGATE_CONFIG=str(config),
-                             CHATGATE_STATE_DIR=str(tmp_path / "state"),
-                             **model_server.settings())
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_CONFIG=str(config),
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **model_server.settings(),
+    )
     yield process
     process.stop()
 
@@ -66,8 +75,9 @@ def _crash_and_restart(gateway: GatewayProcess, point: str, text: str) -> str:
     return str(accepted["conversation_id"])
 
 
-def _wait(gateway: GatewayProcess, conversation_id: str, role: str,
-          timeout: float = 30) -> list[dict[str, Any]]:
+def _wait(
+    gateway: GatewayProcess, conversation_id: str, role: str, timeout: float = 30
+) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while True:
         items = gateway.messages(conversation_id)
@@ -83,16 +93,17 @@ def _effects(tmp_path: Path, conversation_id: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "point", ["after_model_call", "after_tool_intent", "after_tool_run", "after_reply_intent",
-              "after_send"],
+    "point",
+    ["after_model_call", "after_tool_intent", "after_tool_run", "after_reply_intent", "after_send"],
 )
 def test_an_idempotent_tools_effect_happens_once_whatever_the_crash(
     gateway: GatewayProcess, model_server: FakeModelServer, echo: EchoServer, point: str
 ) -> None:
     """GET through http_request, killed at each boundary: one effect, one reply."""
-    model_server.script(tool_call("http_request", {"method": "GET",
-                                                   "url": f"http://{echo.host}/status"}),
-                        "The API is up.")
+    model_server.script(
+        tool_call("http_request", {"method": "GET", "url": f"http://{echo.host}/status"}),
+        "The API is up.",
+    )
     conversation = _crash_and_restart(gateway, point, "is the API up?")
     items = _wait(gateway, conversation, "assistant")
     time.sleep(0.5)
@@ -106,15 +117,15 @@ def test_killed_before_a_non_idempotent_call_ran_asks_then_retries_once(
     gateway: GatewayProcess, model_server: FakeModelServer, tmp_path: Path
 ) -> None:
     """Intent journaled, then death: unknown outcome, so the user is asked; Retry runs it."""
-    model_server.script(tool_call("run_command", {"command": "echo ran >> effects.txt"}),
-                        "Done.")
+    model_server.script(tool_call("run_command", {"command": "echo ran >> effects.txt"}), "Done.")
     conversation = _crash_and_restart(gateway, "after_tool_intent", "do it")
     items = _wait(gateway, conversation, "approval")
     approval = next(i for i in items if i["role"] == "approval")["approval"]
     assert approval["kind"] == "recovery"
     assert _effects(tmp_path, conversation) == 0
-    status, body = http("POST", f"{gateway.url}/api/approvals/{approval['id']}",
-                        {"decision": "approve"})
+    status, body = http(
+        "POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "approve"}
+    )
     assert status == 200, body
     _wait(gateway, conversation, "assistant")
     assert _effects(tmp_path, conversation) == 1
@@ -125,15 +136,15 @@ def test_killed_after_a_non_idempotent_call_ran_does_not_run_it_again(
 ) -> None:
     """Effect done, result not journaled, then death: not re-run; the user is asked and
     chooses Skip; the model is told; the effect stays at one."""
-    model_server.script(tool_call("run_command", {"command": "echo ran >> effects.txt"}),
-                        "I did not repeat it.")
+    model_server.script(
+        tool_call("run_command", {"command": "echo ran >> effects.txt"}), "I did not repeat it."
+    )
     conversation = _crash_and_restart(gateway, "after_tool_run", "do it once")
     items = _wait(gateway, conversation, "approval")
     approval = next(i for i in items if i["role"] == "approval")["approval"]
     assert approval["kind"] == "recovery"
     assert _effects(tmp_path, conversation) == 1
-    status, _ = http("POST", f"{gateway.url}/api/approvals/{approval['id']}",
-                     {"decision": "deny"})
+    status, _ = http("POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "deny"})
     assert status == 200
     items = _wait(gateway, conversation, "assistant")
     assert _effects(tmp_path, conversation) == 1
@@ -146,8 +157,9 @@ def test_a_waiting_approval_survives_a_restart(
 ) -> None:
     """The turn waits in the database: after SIGKILL and a restart, Approve on the new
     process runs the command once and the reply arrives."""
-    model_server.script(tool_call("run_command", {"command": "date >> effects.txt"}),
-                        "Logged the date.")
+    model_server.script(
+        tool_call("run_command", {"command": "date >> effects.txt"}), "Logged the date."
+    )
     gateway.start(CHATGATE_TEST_FAULT=point)
     accepted = gateway.post("ops", "log the date", id="m-1")
     conversation = str(accepted["conversation_id"])
@@ -162,8 +174,9 @@ def test_a_waiting_approval_survives_a_restart(
     assert approval["status"] == "pending"
     time.sleep(2.5)  # past the dead process's lease: nothing may run it meanwhile
     assert _effects(tmp_path, conversation) == 0
-    status, _ = http("POST", f"{gateway.url}/api/approvals/{approval['id']}",
-                     {"decision": "approve"})
+    status, _ = http(
+        "POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "approve"}
+    )
     assert status == 200
     items = _wait(gateway, conversation, "assistant")
     assert items[-1]["text"] == "Logged the date."
