@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -115,6 +117,35 @@ def _web(settings: Settings) -> Check:
     )
 
 
+def _secrets(settings: Settings, environ: Mapping[str, str]) -> Check:
+    missing = [
+        f"{name} ({variable})"
+        for name, variable in settings.secrets.items()
+        if not environ.get(variable)
+    ]
+    if missing:
+        return Check(
+            "secrets",
+            "FAIL",
+            f"not set in the environment: {', '.join(missing)}",
+            "export each variable named in [secrets] before starting chatgate",
+        )
+    names = ", ".join(sorted(settings.secrets)) or "none configured"
+    return Check("secrets", "ok", names)
+
+
+def _tools(settings: Settings) -> Check:
+    hosts = settings.tools.http_request.allowed_hosts
+    run = settings.tools.run_command
+    who = "nobody (chatgate runs as root)" if os.getuid() == 0 else "chatgate's own user"
+    detail = (
+        f"run_command as {who}: {run.timeout:g}s, {run.cpu_seconds}s CPU, "
+        f"{run.memory_mb} MiB; http_request hosts: {', '.join(hosts) or 'none'}; "
+        f"{len(settings.policy)} policy rule(s)"
+    )
+    return Check("tools", "ok", detail)
+
+
 def _platforms(settings: Settings) -> list[Check]:
     configured = {
         "slack": settings.slack_bot_token,
@@ -141,6 +172,8 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(await _database(settings))
     checks.append(await _redis(settings))
     checks.append(_web(settings))
+    checks.append(_tools(settings))
+    checks.append(_secrets(settings, os.environ))
     checks.extend(_platforms(settings))
     checks.append(await _model(settings))
     return checks

@@ -187,3 +187,35 @@ GITHUB = "CHATGATE_TEST_GITHUB_TOKEN"
     assert canary not in sent_to_model
     assert "[secret:GITHUB]" in sent_to_model
     assert canary not in json.dumps(items)
+
+
+async def test_two_simultaneous_presses_run_the_tool_once(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Approve and Deny pressed at the same moment: one 200, one 409, one outcome."""
+    state = tmp_path / "state"
+    model_server.script(
+        tool_call("run_command", {"command": "echo once >> effects.txt"}), "Finished."
+    )
+    client = await make_client(model_server, CHATGATE_STATE_DIR=str(state))
+    accepted = await _post(client, "append a line")
+    items = await _until(client, accepted["conversation_id"], "approval")
+    approval_id = next(i for i in items if i["role"] == "approval")["approval"]["id"]
+    stranger = await client.post(
+        f"/api/approvals/{approval_id}", json={"decision": "deny", "user": "mallory"}
+    )
+    assert stranger.status == 403
+    items = await _items(client, accepted["conversation_id"])
+    assert next(i for i in items if i["role"] == "approval")["approval"]["status"] == "pending"
+    presses = await asyncio.gather(
+        *(
+            client.post(f"/api/approvals/{approval_id}", json={"decision": decision})
+            for decision in ("approve", "approve", "deny")
+        )
+    )
+    assert sorted(p.status for p in presses) == [200, 409, 409]
+    await _until(client, accepted["conversation_id"], "assistant")
+    effects = state / "scratch" / accepted["conversation_id"] / "effects.txt"
+    (winner,) = [await p.json() for p in presses if p.status == 200]
+    expected = 1 if winner["status"] == "approved" else 0
+    assert (len(effects.read_text().splitlines()) if effects.exists() else 0) == expected

@@ -108,3 +108,13 @@ def test_doctor_without_a_model_warns_but_passes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARN model" in result.stdout
     assert "CHATGATE_MODEL" in result.stdout
+
+
+def test_doctor_reports_a_missing_secret(tmp_path: Path) -> None:
+    """A [secrets] entry whose variable is unset fails with the fix."""
+    (tmp_path / "chatgate.toml").write_text('[secrets]\nGITHUB = "CHATGATE_TEST_UNSET_VAR"\n')
+    result = _chatgate("doctor", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "FAIL secrets" in result.stdout
+    assert "GITHUB (CHATGATE_TEST_UNSET_VAR)" in result.stdout
+    assert "ok   tools" in result.stdout
