@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.gateway import CHATGATE, child_env, free_port
+from tests.fakes.gateway import CHATGATE, ROOT, child_env, free_port
 from tests.fakes.model_server import FakeModelServer
+
+
+MIGRATIONS = ROOT / "agent_core" / "storage" / "migrations" / "versions"
 
 
 def _chatgate(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
@@ -63,7 +66,8 @@ def test_migrate_creates_the_default_sqlite_database(tmp_path: Path) -> None:
     """With no settings, migrate creates ./.chatgate/chatgate.db at the newest revision."""
     result = _chatgate("migrate", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "database at revision 0001" in result.stdout
+    head = sorted(p.name[:4] for p in MIGRATIONS.glob("0*.py"))[-1]
+    assert f"database at revision {head}" in result.stdout
     assert (tmp_path / ".chatgate" / "chatgate.db").is_file()
 
 
