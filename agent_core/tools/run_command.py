@@ -2,7 +2,8 @@
 
 Limits: wall-clock time (the process group is killed), CPU seconds and address space
 (``setrlimit`` in the child, set by a tiny launcher so nothing runs between fork and exec
-in this multi-threaded process), file size, and output (head and tail kept). The command
+in this multi-threaded process), file size, processes (when it runs as nobody), and output
+(head and tail kept). It is not a network sandbox: commands can open connections. The command
 runs in a scratch directory of its conversation, with an environment that holds no secret
 and no chatgate setting: only PATH, HOME, TMPDIR and LANG.
 """
@@ -34,6 +35,7 @@ _LAUNCHER = (
     "resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))\n"
     "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
     "if os.getuid() == 0:\n"
+    "    resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))\n"
     "    os.setgroups([])\n"
     "    os.setgid(uid)\n"
     "    os.setuid(uid)\n"

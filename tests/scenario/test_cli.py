@@ -10,7 +10,6 @@ import pytest
 from tests.fakes.gateway import CHATGATE, ROOT, child_env, free_port
 from tests.fakes.model_server import FakeModelServer
 
-
 MIGRATIONS = ROOT / "agent_core" / "storage" / "migrations" / "versions"
 
 

@@ -122,3 +122,30 @@ async def test_each_conversation_gets_its_own_scratch_directory(tmp_path: Path) 
     assert str(tmp_path / "scratch" / "conv1") in outcome.output
     assert (tmp_path / "scratch" / "conv1" / "note.txt").read_text() == "hi\n"
     assert tool.is_idempotent({"command": "ls"}) is False
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0, reason="the process limit applies when commands run as nobody"
+)
+async def test_a_fork_bomb_hits_the_process_limit(tmp_path: Path) -> None:
+    """Spawning hundreds of processes fails past the limit (256) instead of filling the machine."""
+    result = await _run(
+        "for i in $(seq 400); do sleep 3 & done; wait; echo finished", tmp_path, timeout=20
+    )
+    assert "Cannot fork" in result or "Resource temporarily unavailable" in result
+    assert _live_processes_of(65534) == []
+
+
+def _live_processes_of(uid: int) -> list[str]:
+    """Processes of a user that are not zombies (a zombie is dead, just not reaped)."""
+    live = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and not fields[
+            "State"
+        ].strip().startswith("Z"):
+            live.append(fields["Name"].strip())
+    return live
