@@ -55,6 +55,19 @@ class ApprovalRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """What a turn asks a person, before it becomes an :class:`ApprovalRecord`."""
+
+    kind: ApprovalKind
+    tool: str
+    arguments: JsonValue
+    approvers: tuple[str, ...]
+    expires_at: datetime
+    prompt_text: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MessageRecord:
     """One item of a conversation's history, in the order it happened."""
 

@@ -32,7 +32,7 @@ from agent_core.events import ApprovalPrompt, utcnow
 from agent_core.faults import FaultPoints
 from agent_core.model import ToolCallRequest
 from agent_core.permissions import PermissionContext, Permissions, ToolCall
-from agent_core.records import ApprovalRecord, TurnRecord
+from agent_core.records import ApprovalRecord, ApprovalRequest, TurnRecord
 from agent_core.secrets import Secrets
 from agent_core.storage.store import Store
 from agent_core.tools.base import InvalidArguments, Tool, ToolContext, ToolOutcome, TurnContext
@@ -142,9 +142,7 @@ class ToolRound:
             decision = self._permissions.decide(request, context)
             if decision != "ask":
                 return "run" if decision == "allow" else "denied"
-            approval = await self._store.request_approval(
-                turn,
-                seq,
+            asked = ApprovalRequest(
                 kind="tool",
                 tool=call.name,
                 arguments=_json(arguments),
@@ -153,11 +151,12 @@ class ToolRound:
                 prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
                 call_id=call.id,
             )
+            approval = await self._store.request_approval(turn, seq, asked)
             return await self._await_decision(turn, approval, seq)
-        asked = await self._store.approval_for_step(turn.id, seq)
-        if asked is None:  # the step exists only with its approval; never without
+        existing = await self._store.approval_for_step(turn.id, seq)
+        if existing is None:  # the step exists only with its approval; never without
             return "denied"
-        return await self._await_decision(turn, asked, seq)
+        return await self._await_decision(turn, existing, seq)
 
     async def _recover(
         self, turn: TurnRecord, seq: int, call: ToolCallRequest, arguments: dict[str, Any]
@@ -170,9 +169,7 @@ class ToolRound:
                 turn.id, seq, kind="tool_call", status="ambiguous", output=None
             )
             shown = json.dumps(arguments, ensure_ascii=False)
-            approval = await self._store.request_approval(
-                turn,
-                seq,
+            asked = ApprovalRequest(
                 kind="recovery",
                 tool=call.name,
                 arguments=_json(arguments),
@@ -184,6 +181,7 @@ class ToolRound:
                 ),
                 call_id=call.id,
             )
+            approval = await self._store.request_approval(turn, seq, asked)
         verdict = await self._await_decision(turn, approval, None)
         return "skipped" if verdict in ("denied", "expired") else verdict
 

@@ -12,15 +12,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import JsonValue
 from sqlalchemy import and_, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey, utcnow
 from agent_core.records import (
-    ApprovalKind,
     ApprovalRecord,
+    ApprovalRequest,
     ApprovalStatus,
     TurnRecord,
 )
@@ -74,19 +73,7 @@ def new_approval_id() -> str:
     return f"ap_{secrets.token_hex(6)}"
 
 
-def request(
-    conn: Connection,
-    turn: TurnRecord,
-    seq: int,
-    *,
-    kind: ApprovalKind,
-    tool: str,
-    arguments: JsonValue,
-    approvers: Sequence[str],
-    expires_at: datetime,
-    prompt_text: str,
-    call_id: str,
-) -> ApprovalRecord:
+def request(conn: Connection, turn: TurnRecord, seq: int, asked: ApprovalRequest) -> ApprovalRecord:
     """Create the approval, its prompt in the history and (for tools) its journal step.
 
     Idempotent per (turn, seq): a resumed turn gets the approval it already asked for.
@@ -103,13 +90,13 @@ def request(
             "turn_id": turn.id,
             "seq": seq,
             "conversation_id": turn.conversation_id,
-            "kind": kind,
-            "tool": tool,
-            "arguments": arguments,
+            "kind": asked.kind,
+            "tool": asked.tool,
+            "arguments": asked.arguments,
             "requested_by": turn.user,
-            "approvers": list(approvers),
+            "approvers": list(asked.approvers),
             "status": "pending",
-            "expires_at": expires_at,
+            "expires_at": asked.expires_at,
             "created_at": now,
         },
     )
@@ -118,14 +105,14 @@ def request(
         {
             "conversation_id": turn.conversation_id,
             "role": "approval",
-            "text": prompt_text,
+            "text": asked.prompt_text,
             "turn_id": turn.id,
             "approval_id": approval_id,
             "delivery_key": f"{turn.id}:{seq}:prompt",
             "created_at": now,
         },
     )
-    if kind == "tool":
+    if asked.kind == "tool":
         conn.execute(
             insert(turn_steps),
             {
@@ -133,7 +120,11 @@ def request(
                 "seq": seq,
                 "kind": "approval",
                 "status": "started",
-                "input": {"approval_id": approval_id, "call_id": call_id, "tool": tool},
+                "input": {
+                    "approval_id": approval_id,
+                    "call_id": asked.call_id,
+                    "tool": asked.tool,
+                },
                 "idempotency_key": f"{turn.id}:{seq}",
                 "started_at": now,
             },

@@ -9,8 +9,7 @@ its message; the receipt and the end of the turn.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import JsonValue
@@ -22,8 +21,8 @@ from sqlalchemy.exc import IntegrityError
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
 from agent_core.records import (
     Accepted,
-    ApprovalKind,
     ApprovalRecord,
+    ApprovalRequest,
     ApprovalStatus,
     ConversationRecord,
     MessageRecord,
@@ -156,31 +155,10 @@ class Store:
     # -- approvals -------------------------------------------------------------------------
 
     async def request_approval(
-        self,
-        turn: TurnRecord,
-        seq: int,
-        *,
-        kind: ApprovalKind,
-        tool: str,
-        arguments: JsonValue,
-        approvers: Sequence[str],
-        expires_at: datetime,
-        prompt_text: str,
-        call_id: str,
+        self, turn: TurnRecord, seq: int, request: ApprovalRequest
     ) -> ApprovalRecord:
         """Ask (once per turn and step): the approval row, its prompt and its journal step."""
-        return await self.database.write(
-            approval_sql.request,
-            turn,
-            seq,
-            kind=kind,
-            tool=tool,
-            arguments=arguments,
-            approvers=approvers,
-            expires_at=expires_at,
-            prompt_text=prompt_text,
-            call_id=call_id,
-        )
+        return await self.database.write(approval_sql.request, turn, seq, request)
 
     async def approval_prompt_sent(self, approval_id: str, *, turn_id: int, receipt: str) -> None:
         """The prompt is delivered: record its receipt and let the turn wait."""

@@ -106,6 +106,22 @@ async def _say(store: Store, text: str, event: str = "e1", user: str = "web:ann"
     return accepted.conversation_id
 
 
+async def _crashed_mid_call(store: Store, tool: str, arguments: str) -> None:
+    """What a crash between a call's intent and its result leaves in turn 1's journal."""
+    await store.finish_step(
+        1,
+        1,
+        kind="model_call",
+        status="done",
+        output={
+            "role": "assistant",
+            "text": "",
+            "tool_calls": [{"id": "c1", "name": tool, "arguments": arguments}],
+        },
+    )
+    await store.begin_step(1, 3, kind="tool_call", input={"name": tool})
+
+
 def _replies(outbound: RecordingOutbound) -> list[str]:
     return [r.text for r in outbound.sent if isinstance(r, Reply)]
 
@@ -287,19 +303,7 @@ async def test_an_unknown_outcome_is_not_re_run_without_asking(database: Databas
     conversation = await _say(store, "pay")
     rules = [PolicyRule(tool="charge", decision="allow")]
     runner = _runner(store, model, outbound, effects, rules=rules)
-    # What a crash between the intent and the result leaves behind:
-    await store.finish_step(
-        1,
-        1,
-        kind="model_call",
-        status="done",
-        output={
-            "role": "assistant",
-            "text": "",
-            "tool_calls": [{"id": "c1", "name": "charge", "arguments": '{"amount": 9}'}],
-        },
-    )
-    await store.begin_step(1, 3, kind="tool_call", input={"name": "charge"})
+    await _crashed_mid_call(store, "charge", '{"amount": 9}')
     await runner.run_conversation(conversation, owner="o", lease=30)
     assert effects.calls == []
     (prompt,) = _prompts(outbound)
@@ -320,18 +324,7 @@ async def test_skip_leaves_an_unknown_outcome_alone(database: Database) -> None:
     runner = _runner(
         store, model, outbound, effects, rules=[PolicyRule(tool="charge", decision="allow")]
     )
-    await store.finish_step(
-        1,
-        1,
-        kind="model_call",
-        status="done",
-        output={
-            "role": "assistant",
-            "text": "",
-            "tool_calls": [{"id": "c1", "name": "charge", "arguments": '{"amount": 9}'}],
-        },
-    )
-    await store.begin_step(1, 3, kind="tool_call", input={"name": "charge"})
+    await _crashed_mid_call(store, "charge", '{"amount": 9}')
     await runner.run_conversation(conversation, owner="o", lease=30)
     (prompt,) = _prompts(outbound)
     await Approvals(store, outbound, admins=[]).decide(
@@ -348,18 +341,7 @@ async def test_an_idempotent_call_is_re_run_with_the_same_key(database: Database
     store, outbound, effects = Store(database), RecordingOutbound(), Effects()
     model = ScriptedModel("Found it.")
     conversation = await _say(store, "find")
-    await store.finish_step(
-        1,
-        1,
-        kind="model_call",
-        status="done",
-        output={
-            "role": "assistant",
-            "text": "",
-            "tool_calls": [{"id": "c1", "name": "lookup", "arguments": '{"query": "x"}'}],
-        },
-    )
-    await store.begin_step(1, 3, kind="tool_call", input={"name": "lookup"})
+    await _crashed_mid_call(store, "lookup", '{"query": "x"}')
     await _runner(store, model, outbound, effects).run_conversation(
         conversation, owner="o", lease=30
     )
