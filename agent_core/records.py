@@ -126,3 +126,28 @@ class Accepted:
     message_id: int
     turn_id: int
     duplicate: bool
+
+
+PairingStatus: TypeAlias = Literal["pending", "approved", "expired"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PairingRequest:
+    """A stranger asked to talk to the agent; an admin approves the code."""
+
+    code: str
+    platform: str
+    user: str
+    conversation_id: str
+    status: PairingStatus
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PairedUser:
+    """Someone an admin let in (until revoked)."""
+
+    user: str
+    approved_by: str
+    approved_at: datetime

@@ -146,6 +146,20 @@ class Settings(BaseSettings):
         default_factory=list, validation_alias=AliasChoices("CHATGATE_ALLOW", "allow")
     )
     web_token: SecretStr | None = _key("web_token")
+    pairing_minutes: float = Field(
+        60.0, gt=0, validation_alias=AliasChoices("CHATGATE_PAIRING_MINUTES", "pairing_minutes")
+    )
+    pairing_max_pending: int = Field(
+        3,
+        ge=1,
+        validation_alias=AliasChoices("CHATGATE_PAIRING_MAX_PENDING", "pairing_max_pending"),
+    )
+    rate_burst: int = Field(
+        8, ge=1, validation_alias=AliasChoices("CHATGATE_RATE_BURST", "rate_burst")
+    )
+    rate_per_minute: float = Field(
+        12.0, gt=0, validation_alias=AliasChoices("CHATGATE_RATE_PER_MINUTE", "rate_per_minute")
+    )
 
     max_concurrent_turns: int = Field(
         64,

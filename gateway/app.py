@@ -18,12 +18,15 @@ import structlog
 from aiohttp import web
 
 from adapters.web import WebHub, WebSender
+from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
 from agent_core.faults import FaultPoints
+from agent_core.gatekeeper import Gatekeeper
 from agent_core.loop import TurnRunner
 from agent_core.model import Model
 from agent_core.permissions import Permissions
+from agent_core.ratelimit import RateLimiter
 from agent_core.secrets import Secrets
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
@@ -185,6 +188,19 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 observer=metrics,
             )
             approvals = Approvals(store, outbound, admins=settings.admins)
+            gate = Gatekeeper(
+                store,
+                outbound,
+                policy=AccessPolicy(
+                    mode=settings.access, allow=settings.allow, admins=settings.admins
+                ),
+                users=RateLimiter(burst=settings.rate_burst, per_minute=settings.rate_per_minute),
+                conversations=RateLimiter(
+                    burst=3 * settings.rate_burst, per_minute=3 * settings.rate_per_minute
+                ),
+                pairing_ttl=timedelta(minutes=settings.pairing_minutes),
+                max_pending=settings.pairing_max_pending,
+            )
             owner = _owner()
 
             async def work(conversation_id: str) -> int:
@@ -202,7 +218,13 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 runner=runner,
                 supervisor=supervisor,
                 dispatcher=Dispatcher(
-                    store, supervisor, approvals=approvals, metrics=metrics, hub=hub, faults=faults
+                    store,
+                    supervisor,
+                    approvals=approvals,
+                    gate=gate,
+                    metrics=metrics,
+                    hub=hub,
+                    faults=faults,
                 ),
             )
             app[RUNTIME] = runtime

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 if TYPE_CHECKING:
     from agent_core.settings import Settings
+    from agent_core.storage.store import Store
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="chatgate",
@@ -91,6 +95,69 @@ def doctor() -> None:
     failed = [r for r in results if r.status == "FAIL"]
     typer.echo(f"{len(results) - len(failed)} of {len(results)} checks passed")
     raise typer.Exit(1 if failed else 0)
+
+
+pairing = typer.Typer(help="Manage who may talk to the agent.", no_args_is_help=True)
+app.add_typer(pairing, name="pairing")
+
+
+def _actor() -> str:
+    import getpass
+
+    return f"cli:{getpass.getuser()}"
+
+
+def _with_store(action: Callable[[Store], Awaitable[T]]) -> T:
+    settings = _settings()
+    from agent_core.errors import StorageError
+    from agent_core.storage.database import open_database
+    from agent_core.storage.store import Store
+
+    async def go() -> T:
+        async with open_database(settings.database_url) as database:
+            return await action(Store(database))
+
+    try:
+        return asyncio.run(go())
+    except StorageError as exc:
+        typer.echo(f"chatgate: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@pairing.command("list")
+def pairing_list() -> None:
+    """Pending pairing codes and the users let in."""
+    pending, paired = _with_store(lambda store: store.pairing_listing())
+    typer.echo("pending codes:" if pending else "no pending codes")
+    for request in pending:
+        typer.echo(
+            f"  {request.code}  {request.user}  expires {request.expires_at:%Y-%m-%d %H:%M} UTC"
+        )
+    typer.echo("paired users:" if paired else "no paired users")
+    for user in paired:
+        typer.echo(f"  {user.user}  by {user.approved_by} at {user.approved_at:%Y-%m-%d %H:%M} UTC")
+
+
+@pairing.command("approve")
+def pairing_approve(code: str) -> None:
+    """Let the stranger who got CODE talk to the agent."""
+    from agent_core.storage.access import PairingRefused
+
+    try:
+        request = _with_store(lambda store: store.approve_pairing(code, actor=_actor()))
+    except PairingRefused as exc:
+        typer.echo(f"chatgate: code {exc.code} is {exc.reason}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{request.user} may now talk to the agent")
+
+
+@pairing.command("revoke")
+def pairing_revoke(user: str) -> None:
+    """Shut USER (platform:user_id) out again."""
+    if not _with_store(lambda store: store.revoke_user(user, actor=_actor())):
+        typer.echo(f"chatgate: {user} is not paired", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{user} may no longer talk to the agent")
 
 
 def main() -> None:

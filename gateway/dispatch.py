@@ -10,6 +10,7 @@ from agent_core.commands import parse_command
 from agent_core.errors import AlreadyDecided, ApprovalError, ApprovalNotFound
 from agent_core.events import InboundMessage
 from agent_core.faults import FaultPoints
+from agent_core.gatekeeper import Gatekeeper
 from agent_core.records import Accepted, ApprovalDecision, ApprovalRecord
 from agent_core.storage.store import Store
 from gateway.metrics import Metrics
@@ -27,6 +28,7 @@ class Dispatcher:
         supervisor: Supervisor,
         *,
         approvals: Approvals,
+        gate: Gatekeeper,
         metrics: Metrics,
         hub: WebHub,
         faults: FaultPoints | None = None,
@@ -34,6 +36,7 @@ class Dispatcher:
         self._store = store
         self._supervisor = supervisor
         self._approvals = approvals
+        self._gate = gate
         self._metrics = metrics
         self._hub = hub
         self._faults = faults or FaultPoints()
@@ -42,12 +45,15 @@ class Dispatcher:
         """Store the event durably (a duplicate is acknowledged and dropped) and act on it.
 
         When this returns, the message is safe: its turn runs now, or after a restart.
-        ``/approve ID`` and ``/deny ID`` decide at once instead of opening a turn.
+        ``/approve ID`` and ``/deny ID`` decide at once instead of opening a turn. Strangers
+        and senders over their rate are kept (acknowledged) but open no turn.
         """
         command = parse_command(event.text)
         deciding = command is not None and command.name in ("approve", "deny")
-        accepted = await self._store.accept_inbound(event, open_turn=not deciding)
-        outcome = "duplicate" if accepted.duplicate else "accepted"
+        admission = await self._gate.admit(event)
+        open_turn = admission == "allow" and not deciding
+        accepted = await self._store.accept_inbound(event, open_turn=open_turn)
+        outcome = "duplicate" if accepted.duplicate else _OUTCOMES[admission]
         self._metrics.inbound.labels(event.platform, outcome).inc()
         log.info(
             "inbound",
@@ -60,13 +66,17 @@ class Dispatcher:
         if accepted.duplicate:
             return accepted
         self._faults.hit("after_accept")
-        if deciding and command is not None:
+        if admission != "allow":
+            await self._gate.answer(event, accepted, admission)
+        elif deciding and command is not None:
+            self._gate.spend(event)
             decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
             try:
                 await self.decide(command.args, decision=decision, user=event.user)
             except ApprovalError as exc:
                 await self._store.add_note(accepted.conversation_id, _refusal(exc))
         else:
+            self._gate.spend(event)
             self._supervisor.submit(accepted.conversation_id)
         self._hub.publish(event.conversation)
         return accepted
@@ -89,6 +99,9 @@ class Dispatcher:
     def reject(self, platform: str) -> None:
         """Count an inbound request that was refused before reaching the ledger."""
         self._metrics.inbound.labels(platform, "rejected").inc()
+
+
+_OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limited": "limited"}
 
 
 def _refusal(error: ApprovalError) -> str:

@@ -174,3 +174,43 @@ grants = Table(
     Column("approval_id", String(32)),
     Column("created_at", UTCDateTime(), nullable=False),
 )
+
+pairing_requests = Table(
+    "pairing_requests",
+    metadata,
+    Column("code", String(16), primary_key=True),
+    Column("platform", String(16), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    # pending -> approved | expired
+    Column("status", String(16), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+    Column("decided_by", String(255)),
+    Column("decided_at", UTCDateTime()),
+    Index("ix_pairing_requests_platform_status", "platform", "status"),
+    Index("ix_pairing_requests_user_status", "user_id", "status"),
+)
+
+paired_users = Table(
+    "paired_users",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("approved_by", String(255), nullable=False),
+    Column("approved_at", UTCDateTime(), nullable=False),
+    Column("code", String(16)),
+    Column("revoked_by", String(255)),
+    Column("revoked_at", UTCDateTime()),
+)
+
+access_events = Table(
+    "access_events",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("actor", String(255), nullable=False),
+    # approve | revoke
+    Column("action", String(16), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("code", String(16)),
+)

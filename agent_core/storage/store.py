@@ -9,7 +9,7 @@ its message; the receipt and the end of the turn.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import JsonValue
@@ -26,6 +26,8 @@ from agent_core.records import (
     ApprovalStatus,
     ConversationRecord,
     MessageRecord,
+    PairedUser,
+    PairingRequest,
     Role,
     StepKind,
     StepRecord,
@@ -33,6 +35,7 @@ from agent_core.records import (
     TurnRecord,
     TurnStatus,
 )
+from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage.database import Database
 from agent_core.storage.schema import (
@@ -151,6 +154,45 @@ class Store:
         return await self.database.write(
             _add_note, conversation_id, text=text, approval_id=approval_id
         )
+
+    # -- access ----------------------------------------------------------------------------
+
+    async def is_paired(self, user: str) -> bool:
+        """True when an admin let this user in and nobody revoked them since."""
+        return await self.database.read(access_sql.is_paired, user)
+
+    async def request_pairing(
+        self,
+        *,
+        platform: str,
+        user: str,
+        conversation_id: str,
+        code: str,
+        expires_at: datetime,
+        max_pending: int,
+    ) -> tuple[access_sql.PairingOutcome, PairingRequest | None]:
+        """A new code for a stranger, the one still pending, or none (too many pending)."""
+        return await self.database.write(
+            access_sql.request_code,
+            platform=platform,
+            user=user,
+            conversation_id=conversation_id,
+            code=code,
+            expires_at=expires_at,
+            max_pending=max_pending,
+        )
+
+    async def approve_pairing(self, code: str, *, actor: str) -> PairingRequest:
+        """Let the code's user in (audited); raises ``PairingRefused``."""
+        return await self.database.write(access_sql.approve, code, actor=actor)
+
+    async def revoke_user(self, user: str, *, actor: str) -> bool:
+        """Shut a paired user out (audited); False when they were not paired."""
+        return await self.database.write(access_sql.revoke, user, actor=actor)
+
+    async def pairing_listing(self) -> tuple[list[PairingRequest], list[PairedUser]]:
+        """Pending requests and paired users."""
+        return await self.database.read(access_sql.listing)
 
     # -- approvals -------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,47 @@ def test_doctor_reports_a_missing_secret(tmp_path: Path) -> None:
     assert "FAIL secrets" in result.stdout
     assert "GITHUB (CHATGATE_TEST_UNSET_VAR)" in result.stdout
     assert "ok   tools" in result.stdout
+
+
+async def test_pairing_commands_list_approve_and_revoke(tmp_path: Path, database_url: str) -> None:
+    """An admin sees the pending code, approves it once, and can revoke the user."""
+    from agent_core.events import InboundMessage, utcnow
+    from agent_core.storage.database import Database
+    from agent_core.storage.store import Store
+
+    database = Database(database_url)
+    await database.migrate()
+    store = Store(database)
+    accepted = await store.accept_inbound(
+        InboundMessage(
+            platform="telegram",
+            workspace="bot",
+            channel="42",
+            user="telegram:42",
+            text="hi",
+            platform_event_id="u1",
+        ),
+        open_turn=False,
+    )
+    await store.request_pairing(
+        platform="telegram",
+        user="telegram:42",
+        conversation_id=accepted.conversation_id,
+        code="ABCD-EFGH",
+        expires_at=utcnow() + timedelta(hours=1),
+        max_pending=3,
+    )
+    await database.dispose()
+    env = {"CHATGATE_DATABASE_URL": database_url}
+    listed = _chatgate("pairing", "list", cwd=tmp_path, **env)
+    assert "ABCD-EFGH  telegram:42" in listed.stdout
+    approved = _chatgate("pairing", "approve", "abcd-efgh", cwd=tmp_path, **env)
+    assert approved.returncode == 0, approved.stderr
+    assert "telegram:42 may now talk to the agent" in approved.stdout
+    again = _chatgate("pairing", "approve", "ABCD-EFGH", cwd=tmp_path, **env)
+    assert again.returncode == 1
+    assert "already used" in again.stderr
+    listed = _chatgate("pairing", "list", cwd=tmp_path, **env)
+    assert "telegram:42  by cli:" in listed.stdout
+    assert _chatgate("pairing", "revoke", "telegram:42", cwd=tmp_path, **env).returncode == 0
+    assert _chatgate("pairing", "revoke", "telegram:42", cwd=tmp_path, **env).returncode == 1

@@ -1,0 +1,144 @@
+"""The gate every inbound message passes right after the ledger: access, then rate.
+
+Strangers get one short message with a pairing code (``pairing``) or a refusal
+(``allowlist``) and nothing else: no turn, no model call, no tool. Allowed users over
+their rate get one notice, then silence until their bucket refills. Each user has a bucket,
+and so has each conversation, three times larger: one user flooding a group spends only
+their own burst of it, so the others there are not slowed.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Literal, TypeAlias
+
+import structlog
+
+from agent_core.access import AccessPolicy, pairing_code
+from agent_core.delivery import Outbound
+from agent_core.events import InboundMessage, Reply, utcnow
+from agent_core.ratelimit import RateLimiter
+from agent_core.records import Accepted
+from agent_core.storage.store import Store
+
+log = structlog.get_logger("chatgate.access")
+
+Admission: TypeAlias = Literal["allow", "pair", "refuse", "limited"]
+_REFUSAL_EVERY = 3600.0
+
+
+class Gatekeeper:
+    """Decides whether a message may open a turn, and answers those that may not."""
+
+    def __init__(
+        self,
+        store: Store,
+        outbound: Outbound,
+        *,
+        policy: AccessPolicy,
+        users: RateLimiter,
+        conversations: RateLimiter,
+        pairing_ttl: timedelta,
+        max_pending: int,
+    ) -> None:
+        self._store = store
+        self._outbound = outbound
+        self._policy = policy
+        self._users = users
+        self._conversations = conversations
+        self._pairing_ttl = pairing_ttl
+        self._max_pending = max_pending
+        self._refused: dict[str, float] = {}
+
+    def may_decide_anything(self, user: str) -> bool:
+        """Admins may decide approvals for anyone."""
+        return self._policy.is_admin(user)
+
+    async def admit(self, event: InboundMessage) -> Admission:
+        """The verdict for a message (before it is ledgered; nothing is spent yet)."""
+        verdict = self._policy.decide(event, paired=False)
+        if verdict != "allow":
+            verdict = self._policy.decide(event, paired=await self._store.is_paired(event.user))
+        if verdict != "allow":
+            return verdict
+        if self._exempt(event) or (
+            self._users.allows(event.user) and self._conversations.allows(_room(event))
+        ):
+            return "allow"
+        return "limited"
+
+    def spend(self, event: InboundMessage) -> None:
+        """Count an admitted, new (not duplicate) message against its rates."""
+        if not self._exempt(event):
+            self._users.take(event.user)
+            self._conversations.take(_room(event))
+
+    async def answer(self, event: InboundMessage, accepted: Accepted, admission: Admission) -> None:
+        """Tell a stranger how to get in, or a fast sender to slow down (once)."""
+        text: str | None
+        if admission == "pair":
+            text = await self._pairing_text(event, accepted)
+        elif admission == "refuse":
+            text = self._refusal_text(event)
+        elif admission == "limited":
+            text = None
+            limiter, key = (
+                (self._users, event.user)
+                if not self._users.allows(event.user)
+                else (self._conversations, _room(event))
+            )
+            if limiter.should_notice(key):
+                wait = max(1, round(limiter.retry_after(key)))
+                text = (
+                    f"You are sending messages faster than I can take them; I will "
+                    f"answer again in about {wait} seconds. Nothing is queued meanwhile."
+                )
+        else:
+            return
+        log.info("inbound held", admission=admission, user=event.user, answered=text is not None)
+        if text is None:
+            return
+        await self._store.add_note(accepted.conversation_id, text)
+        reply = Reply(
+            conversation=event.conversation,
+            text=text,
+            reply_to=event.reply_to,
+            idempotency_key=f"access:{event.platform}:{event.platform_event_id}",
+        )
+        try:
+            await self._outbound.send(reply)
+        except Exception:
+            log.exception("could not answer a held message", user=event.user)
+
+    async def _pairing_text(self, event: InboundMessage, accepted: Accepted) -> str | None:
+        outcome, request = await self._store.request_pairing(
+            platform=event.platform,
+            user=event.user,
+            conversation_id=accepted.conversation_id,
+            code=pairing_code(),
+            expires_at=utcnow() + self._pairing_ttl,
+            max_pending=self._max_pending,
+        )
+        if outcome != "new" or request is None:
+            return None  # one message per code; and no flood of codes for admins
+        minutes = round(self._pairing_ttl.total_seconds() / 60)
+        return (
+            f"I only talk to people an admin has let in. Ask an admin to run "
+            f"`chatgate pairing approve {request.code}` (valid for {minutes} minutes)."
+        )
+
+    def _refusal_text(self, event: InboundMessage) -> str | None:
+        now = time.monotonic()
+        last = self._refused.get(event.user)
+        if last is not None and now - last < _REFUSAL_EVERY:
+            return None
+        self._refused[event.user] = now
+        return "Sorry, I only talk to people on this workspace's allowlist."
+
+    def _exempt(self, event: InboundMessage) -> bool:
+        return event.platform == "web" or self._policy.is_admin(event.user)
+
+
+def _room(event: InboundMessage) -> str:
+    return str(event.conversation)
