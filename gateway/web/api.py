@@ -20,6 +20,7 @@ from adapters.web import (
 )
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
 from agent_core.records import ConversationRecord
+from agent_core.storage.access import PairingRefused
 from gateway.routes import Handler, json_error, read_json
 from gateway.runtime import RUNTIME
 
@@ -110,6 +111,49 @@ async def decide(request: web.Request) -> web.Response:
     return web.json_response(approval_item(decided))
 
 
+async def pairing_state(request: web.Request) -> web.Response:
+    """Pending pairing codes and paired users (the web user is the local admin)."""
+    pending, paired = await request.app[RUNTIME].store.pairing_listing()
+    return web.json_response(
+        {
+            "pending": [
+                {
+                    "code": p.code,
+                    "user": p.user,
+                    "platform": p.platform,
+                    "created_at": p.created_at.isoformat(),
+                    "expires_at": p.expires_at.isoformat(),
+                }
+                for p in pending
+            ],
+            "paired": [
+                {
+                    "user": u.user,
+                    "approved_by": u.approved_by,
+                    "approved_at": u.approved_at.isoformat(),
+                }
+                for u in paired
+            ],
+        }
+    )
+
+
+async def pairing_approve(request: web.Request) -> web.Response:
+    """Let the stranger holding this code in: 200; 404 unknown code; 409 expired or used."""
+    body = await read_json(request)
+    user = body.get("user", "local") if isinstance(body, dict) else "local"
+    if not isinstance(user, str) or not user:
+        return json_error(400, "'user' must be a string")
+    try:
+        approved = await request.app[RUNTIME].store.approve_pairing(
+            request.match_info["code"], actor=f"web:{user}"
+        )
+    except PairingRefused as exc:
+        status = 404 if exc.reason == "unknown" else 409
+        return json_error(status, f"code {exc.code} is {exc.reason}")
+    return web.json_response({"user": approved.user, "code": approved.code})
+
+
 async def list_conversations(request: web.Request) -> web.Response:
     """The web conversations, most recently active first."""
     store = request.app[RUNTIME].store
@@ -189,6 +233,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_static("/static", STATIC)
     app.router.add_post("/api/messages", post_message)
     app.router.add_post("/api/approvals/{id}", decide)
+    app.router.add_get("/api/pairing", pairing_state)
+    app.router.add_post("/api/pairing/{code}", pairing_approve)
     app.router.add_get("/api/conversations", list_conversations)
     app.router.add_get("/api/conversations/{id}/messages", get_messages)
     app.router.add_get("/api/conversations/{id}/stream", stream)

@@ -209,6 +209,38 @@ el("new-conversation").addEventListener("submit", (event) => {
   startComposer(name);
 });
 
+async function loadPairing() {
+  const body = await api("/api/pairing");
+  const list = el("pairing-requests");
+  list.replaceChildren();
+  for (const request of body.pending) {
+    const li = document.createElement("li");
+    const who = document.createElement("span");
+    who.textContent = `${request.user} (${request.code})`;
+    const button = document.createElement("button");
+    button.textContent = "Let in";
+    button.onclick = async () => {
+      button.disabled = true;
+      try {
+        await api(`/api/pairing/${request.code}`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: "{}",
+        });
+      } catch (error) {
+        setStatus(error.message);
+      }
+      loadPairing();
+    };
+    li.append(who, button);
+    list.appendChild(li);
+  }
+  el("pairing").hidden = body.pending.length === 0;
+}
+
+setInterval(() => loadPairing().catch(() => {}), 15000);
+loadPairing().catch(() => {});
+
 loadConversations().then(() => {
   const id = location.hash.slice(1);
   if (id) openConversation(id).catch((error) => setStatus(error.message));
