@@ -48,6 +48,16 @@ class AccessPolicy:
         """Admins may talk, approve anyone's tools and pair strangers."""
         return user in self._admins
 
+    def is_member(self, user: str) -> bool:
+        """Admitted on their own: admins, individually listed users, anyone when open (for
+        ``role:member`` approvers; paired users are checked by the caller)."""
+        return (
+            self._mode == "open"
+            or user in self._admins
+            or user in self._allow
+            or user.startswith("web:")
+        )
+
     def decide(self, event: InboundMessage, *, paired: bool) -> Verdict:
         """allow, pair (a stranger under ``pairing``) or refuse (under ``allowlist``)."""
         if event.platform == "web":

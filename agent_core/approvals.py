@@ -7,7 +7,7 @@ of its conversation, wherever it will run next. The caller wakes that conversati
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 
 import structlog
 
@@ -36,14 +36,27 @@ DECISIONS: tuple[ApprovalDecision, ...] = ("approve", "allow_conversation", "den
 class Approvals:
     """Takes decisions on pending approvals."""
 
-    def __init__(self, store: Store, outbound: Outbound, *, admins: Collection[str]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        outbound: Outbound,
+        *,
+        admins: Collection[str],
+        is_member: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> None:
         self._store = store
         self._outbound = outbound
         self._admins = frozenset(admins)
+        self._is_member = is_member
 
-    def may_decide(self, approval: ApprovalRecord, user: str) -> bool:
-        """The requester, an admin, or an approver the policy names."""
-        return user == approval.requested_by or user in self._admins or user in approval.approvers
+    async def may_decide(self, approval: ApprovalRecord, user: str) -> bool:
+        """The requester, an admin, or an approver the policy names: a user, or a role
+        (``role:admin``, ``role:member`` = anyone who may talk to the agent)."""
+        if user == approval.requested_by or user in self._admins or user in approval.approvers:
+            return True
+        if "role:member" in approval.approvers and self._is_member is not None:
+            return await self._is_member(user)
+        return False
 
     async def decide(
         self, approval_id: str, *, decision: ApprovalDecision, user: str
@@ -52,7 +65,7 @@ class Approvals:
         approval = await self._store.approval(approval_id)
         if approval is None:
             raise ApprovalNotFound(approval_id)
-        if not self.may_decide(approval, user):
+        if not await self.may_decide(approval, user):
             raise NotAllowedToDecide(approval_id, user)
         if approval.status != "pending":
             raise AlreadyDecided(approval_id, approval.status, approval.decided_by)

@@ -51,9 +51,9 @@ class Gatekeeper:
         self._max_pending = max_pending
         self._refused: dict[str, float] = {}
 
-    def may_decide_anything(self, user: str) -> bool:
-        """Admins may decide approvals for anyone."""
-        return self._policy.is_admin(user)
+    async def is_member(self, user: str) -> bool:
+        """May this user talk to the agent (outside any particular group)?"""
+        return self._policy.is_member(user) or await self._store.is_paired(user)
 
     async def admit(self, event: InboundMessage) -> Admission:
         """The verdict for a message (before it is ledgered; nothing is spent yet)."""

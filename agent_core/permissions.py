@@ -48,6 +48,19 @@ class PolicyRule(BaseModel):
     decision: Decision
     approvers: list[str] = Field(default_factory=list)
 
+    @field_validator("approvers")
+    @classmethod
+    def _approvers(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            platform, sep, rest = entry.partition(":")
+            if not sep or not rest:
+                raise ValueError(
+                    f"approvers are platform:user_id, role:admin or role:member, not {entry!r}"
+                )
+            if platform == "role" and rest not in ("admin", "member"):
+                raise ValueError(f"unknown role {rest!r}: use role:admin or role:member")
+        return value
+
     @field_validator("args")
     @classmethod
     def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:

@@ -187,7 +187,6 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 faults=faults,
                 observer=metrics,
             )
-            approvals = Approvals(store, outbound, admins=settings.admins)
             gate = Gatekeeper(
                 store,
                 outbound,
@@ -201,6 +200,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 pairing_ttl=timedelta(minutes=settings.pairing_minutes),
                 max_pending=settings.pairing_max_pending,
             )
+            approvals = Approvals(store, outbound, admins=settings.admins, is_member=gate.is_member)
             owner = _owner()
 
             async def work(conversation_id: str) -> int:

@@ -16,6 +16,7 @@ import pytest
 from adapters.web import WebHub
 from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
+from agent_core.errors import NotAllowedToDecide
 from agent_core.events import InboundMessage, Platform, Reply, utcnow
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.loop import TurnRunner
@@ -53,7 +54,7 @@ class Harness:
         self.supervisor = Supervisor(
             lambda c: runner.run_conversation(c, owner="h", lease=30), max_concurrent=8
         )
-        gate = Gatekeeper(
+        self.gate = gate = Gatekeeper(
             self.store,
             self.outbound,
             policy=AccessPolicy(mode=mode, allow=allow, admins=admins),  # type: ignore[arg-type]
@@ -211,3 +212,34 @@ async def test_a_flooding_user_gets_the_burst_and_one_notice(database: Database)
     assert texts[-1] == "echo: a real question"
     metrics = gate.metrics.render().decode()
     assert 'chatgate_inbound_events_total{outcome="limited",platform="telegram"} 95.0' in metrics
+
+
+async def test_a_policy_can_let_any_member_approve(database: Database) -> None:
+    """approvers = ["role:member"]: a paired user may decide someone else's approval; a
+    stranger still may not."""
+    gate = Harness(database, mode="pairing")
+    await gate.say("telegram:1", "deploy")
+    turn = await gate.store.load_turn(1)
+    pending = await gate.store.request_approval(
+        turn,
+        9,
+        ApprovalRequest(
+            kind="tool",
+            tool="run_command",
+            arguments={"command": "make deploy"},
+            approvers=("role:member",),
+            expires_at=utcnow() + timedelta(minutes=5),
+            prompt_text="?",
+            call_id="c9",
+        ),
+    )
+    approvals = Approvals(
+        gate.store, gate.outbound, admins=("telegram:1",), is_member=gate.gate.is_member
+    )
+    with pytest.raises(NotAllowedToDecide):
+        await approvals.decide(pending.id, decision="approve", user="telegram:77")
+    await gate.say("telegram:77", "hi")
+    code = gate.texts_to("77")[0].split("approve ")[1].split("`")[0]
+    await gate.store.approve_pairing(code, actor="cli:root")
+    decided = await approvals.decide(pending.id, decision="approve", user="telegram:77")
+    assert decided.status == "approved"

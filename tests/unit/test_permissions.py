@@ -86,3 +86,10 @@ def test_a_bad_pattern_is_a_configuration_error() -> None:
         PolicyRule.model_validate(
             {"tool": "run_command", "args": {"command": "("}, "decision": "allow"}
         )
+
+
+@pytest.mark.parametrize("entry", ["U123", "role:owner", "slack:"])
+def test_approver_entries_are_users_or_roles(entry: str) -> None:
+    """Approvers are platform:user_id, role:admin or role:member."""
+    with pytest.raises(ValidationError, match=r"approvers are|unknown role"):
+        PolicyRule.model_validate({"tool": "x", "decision": "ask", "approvers": [entry]})
