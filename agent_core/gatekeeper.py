@@ -97,9 +97,14 @@ class Gatekeeper:
         else:
             return
         log.info("inbound held", admission=admission, user=event.user, answered=text is not None)
-        if text is None:
-            return
+        if text is not None:
+            await self.tell(event, accepted, text)
+
+    async def tell(self, event: InboundMessage, accepted: Accepted, text: str) -> None:
+        """Answer a message without the model: a note in the history, sent to the platform."""
         await self._store.add_note(accepted.conversation_id, text)
+        if event.platform == "web":
+            return  # the note is the delivery; the page's stream shows it
         reply = Reply(
             conversation=event.conversation,
             text=text,

@@ -128,6 +128,16 @@ class Accepted:
     duplicate: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """What a conversation has spent so far."""
+
+    turns: int
+    model_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 PairingStatus: TypeAlias = Literal["pending", "approved", "expired"]
 
 

@@ -6,7 +6,7 @@ import structlog
 
 from adapters.web import WebHub
 from agent_core.approvals import Approvals
-from agent_core.commands import parse_command
+from agent_core.commands import ParsedCommand, parse_command
 from agent_core.errors import AlreadyDecided, ApprovalError, ApprovalNotFound
 from agent_core.events import InboundMessage
 from agent_core.faults import FaultPoints
@@ -49,9 +49,8 @@ class Dispatcher:
         and senders over their rate are kept (acknowledged) but open no turn.
         """
         command = parse_command(event.text)
-        deciding = command is not None and command.name in ("approve", "deny")
         admission = await self._gate.admit(event)
-        open_turn = admission == "allow" and not deciding
+        open_turn = admission == "allow" and command is None
         accepted = await self._store.accept_inbound(event, open_turn=open_turn)
         outcome = "duplicate" if accepted.duplicate else _OUTCOMES[admission]
         self._metrics.inbound.labels(event.platform, outcome).inc()
@@ -68,18 +67,43 @@ class Dispatcher:
         self._faults.hit("after_accept")
         if admission != "allow":
             await self._gate.answer(event, accepted, admission)
-        elif deciding and command is not None:
+        elif command is not None:
             self._gate.spend(event)
-            decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
-            try:
-                await self.decide(command.args, decision=decision, user=event.user)
-            except ApprovalError as exc:
-                await self._store.add_note(accepted.conversation_id, _refusal(exc))
+            await self._command(command, event, accepted)
         else:
             self._gate.spend(event)
             self._supervisor.submit(accepted.conversation_id)
         self._hub.publish(event.conversation)
         return accepted
+
+    async def _command(
+        self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
+    ) -> None:
+        """Text commands answered here, without the model."""
+        match command.name:
+            case "approve" | "deny":
+                decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
+                try:
+                    await self.decide(command.args, decision=decision, user=event.user)
+                except ApprovalError as exc:
+                    await self._gate.tell(event, accepted, _refusal(exc))
+            case "help":
+                await self._gate.tell(event, accepted, HELP)
+            case "new":
+                await self._store.start_fresh(accepted.conversation_id, FRESH)
+            case "usage":
+                used = await self._store.usage(accepted.conversation_id)
+                await self._gate.tell(
+                    event,
+                    accepted,
+                    f"This conversation so far: {used.turns} turns, {used.model_calls} model "
+                    f"calls, {used.prompt_tokens} prompt and {used.completion_tokens} "
+                    "completion tokens.",
+                )
+            case _:
+                await self._gate.tell(
+                    event, accepted, f"/{command.name} is not available in this version yet."
+                )
 
     async def decide(
         self, approval_id: str, *, decision: ApprovalDecision, user: str
@@ -100,6 +124,13 @@ class Dispatcher:
         """Count an inbound request that was refused before reaching the ledger."""
         self._metrics.inbound.labels(platform, "rejected").inc()
 
+
+HELP = """Commands:
+/help: this list
+/new: start afresh (earlier messages stay here but are no longer sent to the model)
+/usage: turns, model calls and tokens in this conversation
+/approve ID, /deny ID: decide a pending approval (or press its buttons)"""
+FRESH = "Started afresh: earlier messages stay here but are no longer sent to the model."
 
 _OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limited": "limited"}
 

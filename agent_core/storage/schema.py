@@ -69,6 +69,8 @@ conversations = Table(
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("lease_owner", String(128)),
     Column("lease_expires_at", UTCDateTime()),
+    # `new` starts afresh: the model sees history after this message only.
+    Column("history_from", Id),
     UniqueConstraint("platform", "workspace", "channel", "thread", name="uq_conversations_key"),
     Index("ix_conversations_platform_updated", "platform", "updated_at"),
 )

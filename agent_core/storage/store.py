@@ -34,6 +34,7 @@ from agent_core.records import (
     StepStatus,
     TurnRecord,
     TurnStatus,
+    Usage,
 )
 from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
@@ -146,6 +147,14 @@ class Store:
         await self.database.write(
             _reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
         )
+
+    async def start_fresh(self, conversation_id: str, note: str) -> int:
+        """``new``: add ``note`` and let the model see only what comes after it."""
+        return await self.database.write(_start_fresh, conversation_id, note=note)
+
+    async def usage(self, conversation_id: str) -> Usage:
+        """Turns, model calls and tokens spent in this conversation so far."""
+        return await self.database.read(_usage, conversation_id)
 
     async def add_note(
         self, conversation_id: str, text: str, *, approval_id: str | None = None
@@ -403,12 +412,18 @@ _RECEIPT = (
     .where(messages.c.delivery_key == bindparam("b_key"))
     .values(platform_message_id=bindparam("b_receipt"))
 )
+_HISTORY_FROM = (
+    select(func.coalesce(conversations.c.history_from, 0))
+    .where(conversations.c.id == bindparam("b_id"))
+    .scalar_subquery()
+)
 _HISTORY = (
     select(messages)
     .where(
         messages.c.conversation_id == bindparam("b_id"),
         messages.c.turn_id < bindparam("b_turn"),
         messages.c.role.in_(("user", "assistant")),
+        messages.c.id > _HISTORY_FROM,
     )
     .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
     .limit(bindparam("b_limit"))
@@ -499,6 +514,42 @@ def _add_note(conn: Connection, conversation_id: str, *, text: str, approval_id:
         "created_at": utcnow(),
     }
     return int(conn.execute(_INSERT_MESSAGE, values).scalar_one())
+
+
+def _start_fresh(conn: Connection, conversation_id: str, *, note: str) -> int:
+    note_id = _add_note(conn, conversation_id, text=note, approval_id=None)
+    conn.execute(
+        update(conversations)
+        .where(conversations.c.id == conversation_id)
+        .values(history_from=note_id)
+    )
+    return note_id
+
+
+def _usage(conn: Connection, conversation_id: str) -> Usage:
+    calls = (
+        select(
+            func.count(),
+            func.coalesce(func.sum(turn_steps.c.output["prompt_tokens"].as_integer()), 0),
+            func.coalesce(func.sum(turn_steps.c.output["completion_tokens"].as_integer()), 0),
+        )
+        .select_from(turn_steps.join(turns, turns.c.id == turn_steps.c.turn_id))
+        .where(
+            turns.c.conversation_id == conversation_id,
+            turn_steps.c.kind == "model_call",
+            turn_steps.c.status == "done",
+        )
+    )
+    count, prompt, completion = conn.execute(calls).one()
+    turn_count = conn.execute(
+        select(func.count()).select_from(turns).where(turns.c.conversation_id == conversation_id)
+    ).scalar_one()
+    return Usage(
+        turns=int(turn_count),
+        model_calls=int(count),
+        prompt_tokens=int(prompt),
+        completion_tokens=int(completion),
+    )
 
 
 def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None:

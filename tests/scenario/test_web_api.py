@@ -312,3 +312,28 @@ async def test_the_local_admin_lets_a_stranger_in_from_the_web_chat(
     assert [(u["user"], u["approved_by"]) for u in state["paired"]] == [
         ("telegram:42", "web:local")
     ]
+
+
+async def test_text_commands_are_answered_without_the_model(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """/help lists the commands, /usage counts tokens, /new hides earlier history from the
+    model, and none of them is sent to the model."""
+    client = await make_client(model_server)
+    first = await _post(client, "cmd", "remember the word banana")
+    await _replies(client, first["conversation_id"], 1)
+    await _post(client, "cmd", "/help")
+    await _post(client, "cmd", "/usage")
+    await _post(client, "cmd", "/jobs")
+    await _post(client, "cmd", "/new")
+    await _post(client, "cmd", "what was the word?")
+    items = await _replies(client, first["conversation_id"], 6)
+    notes = [i["text"] for i in items if i["role"] == "system"]
+    assert notes[0].startswith("Commands:\n/help")
+    assert notes[1].startswith("This conversation so far: 1 turns, 1 model calls,")
+    assert notes[2] == "/jobs is not available in this version yet."
+    assert notes[3].startswith("Started afresh")
+    assert len(model_server.requests) == 2
+    contents = [m["content"] for m in model_server.requests[1]["messages"]]
+    assert contents[1:] == ["what was the word?"]
+    assert "banana" not in str(contents)
