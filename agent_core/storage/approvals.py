@@ -57,10 +57,12 @@ _RESUME = (
     .where(turns.c.id == bindparam("b_turn"), turns.c.status == "waiting")
     .values(status="pending")
 )
+# Waiting is progress, not failure: the attempt count (which gives up a turn that keeps
+# crashing) starts again.
 _SUSPEND = (
     update(turns)
     .where(turns.c.id == bindparam("b_turn"), turns.c.status.in_(("running", "pending")))
-    .values(status="waiting")
+    .values(status="waiting", attempts=0)
 )
 _GRANT = {
     "sqlite": sqlite.insert(grants).on_conflict_do_nothing(),

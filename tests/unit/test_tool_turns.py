@@ -374,3 +374,20 @@ async def test_the_step_limit_ends_a_looping_turn(database: Database) -> None:
     assert len(model.prompts) == 3
     assert "stopped after 3 model calls" in _replies(outbound)[0]
     assert (await store.load_turn(1)).status == "failed"
+
+
+async def test_many_approvals_in_one_turn_do_not_count_as_failures(database: Database) -> None:
+    """Six approvals in a row (more than max_attempts) still end in the model's answer."""
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    calls = [_call("charge", f'{{"amount": {i}}}', f"c{i}") for i in range(6)]
+    model = ScriptedModel(*calls, "All six charged.")
+    conversation = await _say(store, "charge six times")
+    runner = _runner(store, model, outbound, effects)
+    approvals = Approvals(store, outbound, admins=[])
+    for _ in range(6):
+        await runner.run_conversation(conversation, owner="o", lease=30)
+        prompt = _prompts(outbound)[-1]
+        await approvals.decide(prompt.approval_id, decision="approve", user="web:ann")
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    assert len(effects.calls) == 6
+    assert _replies(outbound) == ["All six charged."]
