@@ -24,8 +24,13 @@ def settings_for(database_url: str, server: FakeModelServer | None, **extra: str
 
 
 @pytest.fixture
-async def make_client(database_url: str) -> AsyncIterator[ClientFactory]:
-    """Start the app (build_app, the real wiring) and return a client; closed at the end."""
+async def make_client(
+    database_url: str, model_server: FakeModelServer
+) -> AsyncIterator[ClientFactory]:
+    """Start the app (build_app, the real wiring) and return a client; closed at the end.
+
+    It depends on ``model_server`` so the apps drain before the fake model stops: a turn
+    still talking to it at teardown ends cleanly instead of on a closed socket."""
     clients: list[TestClient[Any, Any]] = []
 
     async def make(server: FakeModelServer | None = None, **extra: str) -> TestClient[Any, Any]:
