@@ -13,6 +13,8 @@ from tests.fakes.model_server import FakeModelServer, Scripted
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.browser
+# The first reply waits for litellm's import in a fresh gateway (seconds on a busy machine).
+expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="module")
