@@ -17,11 +17,10 @@ from adapters.web import WebHub
 from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
 from agent_core.errors import NotAllowedToDecide
-from agent_core.events import InboundMessage, Platform, Reply, utcnow
+from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.loop import TurnRunner
 from agent_core.ratelimit import RateLimiter
-from agent_core.records import ApprovalRequest
 from agent_core.storage.access import PairingRefused
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
@@ -29,6 +28,7 @@ from agent_core.testing import RecordingOutbound, ScriptedModel
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
+from tests.fakes.records import pending_approval
 
 _ids = itertools.count()
 
@@ -179,20 +179,7 @@ async def test_a_stranger_cannot_approve(database: Database) -> None:
     """/approve ID from someone not let in changes nothing; the admin's does."""
     gate = Harness(database)
     await gate.say("telegram:1", "list files")
-    turn = await gate.store.load_turn(1)
-    pending = await gate.store.request_approval(
-        turn,
-        9,
-        ApprovalRequest(
-            kind="tool",
-            tool="run_command",
-            arguments={"command": "ls"},
-            approvers=(),
-            expires_at=utcnow() + timedelta(minutes=5),
-            prompt_text="?",
-            call_id="c9",
-        ),
-    )
+    pending = await pending_approval(gate.store, 1, command="ls")
     await gate.say("telegram:666", f"/approve {pending.id}")
     assert (await gate.store.approval(pending.id)).status == "pending"  # type: ignore[union-attr]
     await gate.say("telegram:1", f"/approve {pending.id}")
@@ -219,19 +206,8 @@ async def test_a_policy_can_let_any_member_approve(database: Database) -> None:
     stranger still may not."""
     gate = Harness(database, mode="pairing")
     await gate.say("telegram:1", "deploy")
-    turn = await gate.store.load_turn(1)
-    pending = await gate.store.request_approval(
-        turn,
-        9,
-        ApprovalRequest(
-            kind="tool",
-            tool="run_command",
-            arguments={"command": "make deploy"},
-            approvers=("role:member",),
-            expires_at=utcnow() + timedelta(minutes=5),
-            prompt_text="?",
-            call_id="c9",
-        ),
+    pending = await pending_approval(
+        gate.store, 1, command="make deploy", approvers=("role:member",)
     )
     approvals = Approvals(
         gate.store, gate.outbound, admins=("telegram:1",), is_member=gate.gate.is_member

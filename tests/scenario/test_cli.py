@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -126,32 +125,13 @@ def test_doctor_reports_a_missing_secret(tmp_path: Path) -> None:
 
 async def test_pairing_commands_list_approve_and_revoke(tmp_path: Path, database_url: str) -> None:
     """An admin sees the pending code, approves it once, and can revoke the user."""
-    from agent_core.events import InboundMessage, utcnow
     from agent_core.storage.database import Database
     from agent_core.storage.store import Store
+    from tests.fakes.records import pending_pairing
 
     database = Database(database_url)
     await database.migrate()
-    store = Store(database)
-    accepted = await store.accept_inbound(
-        InboundMessage(
-            platform="telegram",
-            workspace="bot",
-            channel="42",
-            user="telegram:42",
-            text="hi",
-            platform_event_id="u1",
-        ),
-        open_turn=False,
-    )
-    await store.request_pairing(
-        platform="telegram",
-        user="telegram:42",
-        conversation_id=accepted.conversation_id,
-        code="ABCD-EFGH",
-        expires_at=utcnow() + timedelta(hours=1),
-        max_pending=3,
-    )
+    await pending_pairing(Store(database), user="telegram:42", code="ABCD-EFGH")
     await database.dispose()
     env = {"CHATGATE_DATABASE_URL": database_url}
     listed = _chatgate("pairing", "list", cwd=tmp_path, **env)

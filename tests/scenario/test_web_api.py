@@ -275,32 +275,11 @@ async def test_the_local_admin_lets_a_stranger_in_from_the_web_chat(
     make_client: ClientFactory,
 ) -> None:
     """GET /api/pairing lists pending codes; POST approves once (409 after); 404 unknown."""
-    from datetime import timedelta
-
-    from agent_core.events import InboundMessage, utcnow
     from gateway.runtime import RUNTIME
+    from tests.fakes.records import pending_pairing
 
     client = await make_client(None)
-    store = client.server.app[RUNTIME].store
-    accepted = await store.accept_inbound(
-        InboundMessage(
-            platform="telegram",
-            workspace="bot",
-            channel="42",
-            user="telegram:42",
-            text="hi",
-            platform_event_id="u1",
-        ),
-        open_turn=False,
-    )
-    await store.request_pairing(
-        platform="telegram",
-        user="telegram:42",
-        conversation_id=accepted.conversation_id,
-        code="WXYZ-2345",
-        expires_at=utcnow() + timedelta(hours=1),
-        max_pending=3,
-    )
+    await pending_pairing(client.server.app[RUNTIME].store, user="telegram:42", code="WXYZ-2345")
     state = await (await client.get("/api/pairing")).json()
     assert [(p["code"], p["user"]) for p in state["pending"]] == [("WXYZ-2345", "telegram:42")]
     approved = await client.post("/api/pairing/WXYZ-2345", json={})
