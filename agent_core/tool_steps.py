@@ -21,7 +21,7 @@ import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import structlog
 from pydantic import JsonValue
@@ -42,6 +42,18 @@ log = structlog.get_logger("chatgate.tools")
 Verdict = Literal["run", "denied", "expired", "skipped", "waiting"]
 
 
+class ToolObserver(Protocol):
+    """Told about tool calls and approvals (metrics hang off this)."""
+
+    def tool_called(self, tool: str, status: str) -> None:
+        """A call ended with this outcome status (ok, error, denied, ...)."""
+        ...
+
+    def approval_requested(self, tool: str) -> None:
+        """A person was asked about a call."""
+        ...
+
+
 def call_seqs(base: int, index: int) -> tuple[int, int]:
     """(approval step, call step) of the index-th call of a round starting at ``base``."""
     return base + 2 * index, base + 2 * index + 1
@@ -60,6 +72,7 @@ class ToolRound:
         approval_ttl: timedelta,
         concurrency: int = 4,
         faults: FaultPoints | None = None,
+        observer: ToolObserver | None = None,
     ) -> None:
         self._store = store
         self._outbound = outbound
@@ -68,6 +81,7 @@ class ToolRound:
         self._approval_ttl = approval_ttl
         self._slots = asyncio.Semaphore(concurrency)
         self._faults = faults or FaultPoints()
+        self._observer = observer
 
     async def run(
         self,
@@ -209,6 +223,8 @@ class ToolRound:
         return "expired" if approval.status == "expired" else "denied"
 
     async def _send_prompt(self, turn: TurnRecord, approval: ApprovalRecord) -> None:
+        if self._observer:
+            self._observer.approval_requested(approval.tool)
         prompt = ApprovalPrompt(
             conversation=turn.conversation,
             approval_id=approval.id,
@@ -249,6 +265,8 @@ class ToolRound:
     async def _record(
         self, turn: TurnRecord, seq: int, call: ToolCallRequest, outcome: ToolOutcome
     ) -> str:
+        if self._observer:
+            self._observer.tool_called(call.name, outcome.status)
         content = self._secrets.scrub(outcome.for_model())
         await self._store.finish_step(
             turn.id,

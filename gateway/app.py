@@ -174,6 +174,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 secrets=secrets,
                 approval_ttl=timedelta(minutes=settings.approval_minutes),
                 faults=faults,
+                observer=metrics,
             )
             runner = TurnRunner(
                 store,

@@ -110,6 +110,7 @@ class Dispatcher:
     ) -> ApprovalRecord:
         """Decide an approval (first answer wins) and wake the turn that waits on it."""
         decided = await self._approvals.decide(approval_id, decision=decision, user=user)
+        self._metrics.approval_ended(decided.status)
         self._supervisor.submit(decided.conversation_id)
         self._hub.publish(decided.conversation)
         return decided
@@ -117,6 +118,7 @@ class Dispatcher:
     async def expire_approvals(self) -> None:
         """Expire approvals nobody decided in time and wake their turns."""
         for approval in await self._approvals.expire_due():
+            self._metrics.approval_ended("expired")
             self._supervisor.submit(approval.conversation_id)
             self._hub.publish(approval.conversation)
 

@@ -45,6 +45,18 @@ class Metrics:
             buckets=_TURN_BUCKETS,
             registry=self.registry,
         )
+        self.tool_calls = Counter(
+            "chatgate_tool_calls",
+            "Tool calls by tool and outcome (ok, error, invalid_arguments, timeout, denied).",
+            ["tool", "status"],
+            registry=self.registry,
+        )
+        self.approvals = Counter(
+            "chatgate_approvals",
+            "Approvals asked for, and how they ended (approved, allowed, denied, expired).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.turns_in_flight = Gauge(
             "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
         )
@@ -52,6 +64,18 @@ class Metrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+    def tool_called(self, tool: str, status: str) -> None:
+        """Count a tool call's outcome."""
+        self.tool_calls.labels(tool, status).inc()
+
+    def approval_requested(self, tool: str) -> None:
+        """Count a prompt sent to a person."""
+        self.approvals.labels("requested").inc()
+
+    def approval_ended(self, outcome: str) -> None:
+        """Count a decision or an expiry."""
+        self.approvals.labels(outcome).inc()
 
     def turn_started(self, turn: TurnRecord) -> None:
         """Count a started turn."""
