@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
-from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
+from agent_core.events import InboundMessage, event_to_json, utcnow
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
@@ -30,7 +30,6 @@ from agent_core.records import (
     PairingRequest,
     Role,
     StepKind,
-    StepRecord,
     StepStatus,
     TurnRecord,
     TurnStatus,
@@ -38,17 +37,14 @@ from agent_core.records import (
 )
 from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
+from agent_core.storage import journal
 from agent_core.storage.database import Database
 from agent_core.storage.schema import (
-    UTCDateTime,
     conversations,
     ingress,
     messages,
-    turn_steps,
     turns,
 )
-
-_OPEN: tuple[TurnStatus, ...] = ("pending", "running")
 
 
 class Store:
@@ -100,30 +96,30 @@ class Store:
     async def begin_next_turn(self, conversation_id: str) -> TurnRecord | None:
         """Start the conversation's oldest unfinished turn (counting the attempt) and return
         it with its journal; None when every turn has finished."""
-        return await self.database.write(_begin_next, conversation_id)
+        return await self.database.write(journal.begin_next, conversation_id)
 
     async def start_turn(self, turn_id: int) -> TurnRecord:
         """Mark one turn running, count the attempt, and return it with its journal."""
-        return await self.database.write(_start, turn_id)
+        return await self.database.write(journal.start, turn_id)
 
     async def load_turn(self, turn_id: int) -> TurnRecord:
         """A turn, the message that triggered it, and every journaled step in order."""
-        return await self.database.read(_load_turn, turn_id)
+        return await self.database.read(journal.load_turn, turn_id)
 
     async def finish_turn(self, turn_id: int, *, status: TurnStatus, error: str | None) -> None:
         """Close a turn for good."""
-        await self.database.write(_finish_turn, turn_id, status=status, error=error)
+        await self.database.write(journal.finish_turn, turn_id, status=status, error=error)
 
     async def begin_step(self, turn_id: int, seq: int, *, kind: StepKind, input: JsonValue) -> None:
         """Journal that a step is about to happen (a redo keeps the first row)."""
-        await self.database.write(_begin_step, turn_id, seq, kind=kind, input=input)
+        await self.database.write(journal.begin_step, turn_id, seq, kind=kind, input=input)
 
     async def finish_step(
         self, turn_id: int, seq: int, *, kind: StepKind, status: StepStatus, output: JsonValue
     ) -> None:
         """Journal a step's outcome (creating the row if its start was not journaled)."""
         await self.database.write(
-            _finish_step, turn_id, seq, kind=kind, status=status, output=output
+            journal.finish_step, turn_id, seq, kind=kind, status=status, output=output
         )
 
     async def record_reply_intent(
@@ -131,7 +127,7 @@ class Store:
     ) -> int:
         """Journal the reply step and add the reply to the history in one transaction."""
         return await self.database.write(
-            _reply_intent, turn, seq, role=role, text=text, delivery_key=delivery_key
+            journal.reply_intent, turn, seq, role=role, text=text, delivery_key=delivery_key
         )
 
     async def record_reply_sent(
@@ -145,7 +141,7 @@ class Store:
     ) -> None:
         """Journal the platform's receipt; with ``turn_status``, also close the turn."""
         await self.database.write(
-            _reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
+            journal.reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
         )
 
     async def start_fresh(self, conversation_id: str, note: str) -> int:
@@ -154,7 +150,7 @@ class Store:
 
     async def usage(self, conversation_id: str) -> Usage:
         """Turns, model calls and tokens spent in this conversation so far."""
-        return await self.database.read(_usage, conversation_id)
+        return await self.database.read(journal.usage, conversation_id)
 
     async def add_note(
         self, conversation_id: str, text: str, *, approval_id: str | None = None
@@ -309,14 +305,7 @@ _UPSERT_CONVERSATION = {
     "sqlite": _upsert_conversation_statement(sqlite),
     "postgresql": _upsert_conversation_statement(postgresql),
 }
-_BEGIN_STEP = {
-    "sqlite": sqlite.insert(turn_steps).on_conflict_do_nothing(index_elements=["turn_id", "seq"]),
-    "postgresql": postgresql.insert(turn_steps).on_conflict_do_nothing(
-        index_elements=["turn_id", "seq"]
-    ),
-}
 _INSERT_TURN = insert(turns).returning(turns.c.id)
-_INSERT_MESSAGE = insert(messages).returning(messages.c.id)
 _INSERT_INGRESS = insert(ingress)
 _LEDGERED = select(ingress.c.conversation_id, ingress.c.message_id, ingress.c.turn_id).where(
     ingress.c.platform == bindparam("b_platform"), ingress.c.event_id == bindparam("b_event_id")
@@ -348,69 +337,6 @@ _RELEASE = (
         conversations.c.lease_owner == bindparam("b_owner"),
     )
     .values(lease_owner=None, lease_expires_at=None)
-)
-_NEXT_OPEN = (
-    select(turns.c.id)
-    .where(turns.c.conversation_id == bindparam("b_id"), turns.c.status.in_(_OPEN))
-    .order_by(turns.c.id)
-    .limit(1)
-    .scalar_subquery()
-)
-_START = (
-    update(turns)
-    .where(turns.c.id == bindparam("b_turn"))
-    .values(
-        status="running",
-        attempts=turns.c.attempts + 1,
-        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
-    )
-    .returning(*turns.c)
-)
-_START_NEXT = (
-    update(turns)
-    .where(turns.c.id == _NEXT_OPEN)
-    .values(
-        status="running",
-        attempts=turns.c.attempts + 1,
-        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
-    )
-    .returning(*turns.c)
-)
-_TURN = select(turns).where(turns.c.id == bindparam("b_turn"))
-_TRIGGER = (
-    select(messages.c.text)
-    .where(messages.c.turn_id == bindparam("b_turn"), messages.c.role == "user")
-    .order_by(messages.c.id)
-    .limit(1)
-)
-_CONVERSATION_KEY = select(
-    conversations.c.platform,
-    conversations.c.workspace,
-    conversations.c.channel,
-    conversations.c.thread,
-).where(conversations.c.id == bindparam("b_id"))
-_STEPS = (
-    select(turn_steps).where(turn_steps.c.turn_id == bindparam("b_turn")).order_by(turn_steps.c.seq)
-)
-_FINISH_TURN = (
-    update(turns)
-    .where(turns.c.id == bindparam("b_turn"))
-    .values(
-        status=bindparam("b_status"), error=bindparam("b_error"), finished_at=bindparam("b_now")
-    )
-)
-_INSERT_STEP = insert(turn_steps)
-_UPDATE_STEP = (
-    update(turn_steps)
-    .where(turn_steps.c.turn_id == bindparam("b_turn"), turn_steps.c.seq == bindparam("b_seq"))
-    .values(
-        status=bindparam("b_status"), output=bindparam("b_output"), finished_at=bindparam("b_now")
-    )
-)
-_RECEIPT = (
-    update(messages)
-    .where(messages.c.delivery_key == bindparam("b_key"))
-    .values(platform_message_id=bindparam("b_receipt"))
 )
 _HISTORY_FROM = (
     select(func.coalesce(conversations.c.history_from, 0))
@@ -472,7 +398,7 @@ def _accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn:
     )
     message_id = int(
         conn.execute(
-            _INSERT_MESSAGE,
+            journal.INSERT_MESSAGE,
             {
                 "conversation_id": conversation_id,
                 "role": "user",
@@ -513,7 +439,7 @@ def _add_note(conn: Connection, conversation_id: str, *, text: str, approval_id:
         "approval_id": approval_id,
         "created_at": utcnow(),
     }
-    return int(conn.execute(_INSERT_MESSAGE, values).scalar_one())
+    return int(conn.execute(journal.INSERT_MESSAGE, values).scalar_one())
 
 
 def _start_fresh(conn: Connection, conversation_id: str, *, note: str) -> int:
@@ -524,32 +450,6 @@ def _start_fresh(conn: Connection, conversation_id: str, *, note: str) -> int:
         .values(history_from=note_id)
     )
     return note_id
-
-
-def _usage(conn: Connection, conversation_id: str) -> Usage:
-    calls = (
-        select(
-            func.count(),
-            func.coalesce(func.sum(turn_steps.c.output["prompt_tokens"].as_integer()), 0),
-            func.coalesce(func.sum(turn_steps.c.output["completion_tokens"].as_integer()), 0),
-        )
-        .select_from(turn_steps.join(turns, turns.c.id == turn_steps.c.turn_id))
-        .where(
-            turns.c.conversation_id == conversation_id,
-            turn_steps.c.kind == "model_call",
-            turn_steps.c.status == "done",
-        )
-    )
-    count, prompt, completion = conn.execute(calls).one()
-    turn_count = conn.execute(
-        select(func.count()).select_from(turns).where(turns.c.conversation_id == conversation_id)
-    ).scalar_one()
-    return Usage(
-        turns=int(turn_count),
-        model_calls=int(count),
-        prompt_tokens=int(prompt),
-        completion_tokens=int(completion),
-    )
 
 
 def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None:
@@ -594,7 +494,7 @@ def _needing_work(conn: Connection, *, limit: int) -> list[str]:
         select(turns.c.conversation_id)
         .join(conversations, conversations.c.id == turns.c.conversation_id)
         .where(
-            turns.c.status.in_(_OPEN),
+            turns.c.status.in_(journal.OPEN),
             or_(conversations.c.lease_owner.is_(None), conversations.c.lease_expires_at < now),
         )
         .group_by(turns.c.conversation_id)
@@ -602,141 +502,6 @@ def _needing_work(conn: Connection, *, limit: int) -> list[str]:
         .limit(limit)
     )
     return [str(cid) for cid in conn.execute(query).scalars()]
-
-
-def _begin_next(conn: Connection, conversation_id: str) -> TurnRecord | None:
-    row = conn.execute(_START_NEXT, {"b_id": conversation_id, "b_now": utcnow()}).first()
-    if row is None:
-        return None
-    # RETURNING shows the row after the update: report the attempts made before this one.
-    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
-
-
-def _start(conn: Connection, turn_id: int) -> TurnRecord:
-    row = conn.execute(_START, {"b_turn": turn_id, "b_now": utcnow()}).one()
-    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
-
-
-def _load_turn(conn: Connection, turn_id: int) -> TurnRecord:
-    row = conn.execute(_TURN, {"b_turn": turn_id}).one()
-    return _turn_record(conn, row, attempts=int(row.attempts))
-
-
-def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecord:
-    key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
-    trigger = conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
-    steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
-    return TurnRecord(
-        id=int(row.id),
-        conversation_id=row.conversation_id,
-        conversation=_key(key),
-        status=row.status,
-        attempts=attempts,
-        user=row.user_id,
-        trigger_text=trigger,
-        reply_to=row.reply_to,
-        created_at=row.created_at,
-        steps=tuple(_step(step) for step in steps),
-    )
-
-
-def _finish_turn(conn: Connection, turn_id: int, *, status: TurnStatus, error: str | None) -> None:
-    conn.execute(
-        _FINISH_TURN, {"b_turn": turn_id, "b_status": status, "b_error": error, "b_now": utcnow()}
-    )
-
-
-def _begin_step(
-    conn: Connection, turn_id: int, seq: int, *, kind: StepKind, input: JsonValue
-) -> None:
-    conn.execute(
-        _BEGIN_STEP[conn.dialect.name],
-        {
-            "turn_id": turn_id,
-            "seq": seq,
-            "kind": kind,
-            "status": "started",
-            "input": input,
-            "idempotency_key": f"{turn_id}:{seq}",
-            "started_at": utcnow(),
-        },
-    )
-
-
-def _finish_step(
-    conn: Connection,
-    turn_id: int,
-    seq: int,
-    *,
-    kind: StepKind,
-    status: StepStatus,
-    output: JsonValue,
-) -> None:
-    now = utcnow()
-    params = {"b_turn": turn_id, "b_seq": seq, "b_status": status, "b_output": output, "b_now": now}
-    if conn.execute(_UPDATE_STEP, params).rowcount:
-        return
-    conn.execute(
-        _INSERT_STEP,
-        {
-            "turn_id": turn_id,
-            "seq": seq,
-            "kind": kind,
-            "status": status,
-            "output": output,
-            "idempotency_key": f"{turn_id}:{seq}",
-            "started_at": now,
-            "finished_at": now,
-        },
-    )
-
-
-def _reply_intent(
-    conn: Connection, turn: TurnRecord, seq: int, *, role: Role, text: str, delivery_key: str
-) -> int:
-    now = utcnow()
-    message_id = int(
-        conn.execute(
-            _INSERT_MESSAGE,
-            {
-                "conversation_id": turn.conversation_id,
-                "role": role,
-                "text": text,
-                "author": None,
-                "turn_id": turn.id,
-                "delivery_key": delivery_key,
-                "created_at": now,
-            },
-        ).scalar_one()
-    )
-    conn.execute(
-        _INSERT_STEP,
-        {
-            "turn_id": turn.id,
-            "seq": seq,
-            "kind": "reply",
-            "status": "started",
-            "input": {"role": role, "text": text, "message_id": message_id},
-            "idempotency_key": delivery_key,
-            "started_at": now,
-        },
-    )
-    return message_id
-
-
-def _reply_sent(
-    conn: Connection,
-    turn_id: int,
-    seq: int,
-    *,
-    receipt: str,
-    turn_status: TurnStatus | None,
-    error: str | None,
-) -> None:
-    _finish_step(conn, turn_id, seq, kind="reply", status="done", output={"receipt": receipt})
-    conn.execute(_RECEIPT, {"b_key": f"{turn_id}:{seq}", "b_receipt": receipt})
-    if turn_status is not None:
-        _finish_turn(conn, turn_id, status=turn_status, error=error)
 
 
 def _history(
@@ -771,34 +536,13 @@ def _list_conversations(conn: Connection, *, platform: str, limit: int) -> list[
 
 
 def _open_turn_count(conn: Connection, conversation_id: str | None) -> int:
-    query = select(func.count()).select_from(turns).where(turns.c.status.in_(_OPEN))
+    query = select(func.count()).select_from(turns).where(turns.c.status.in_(journal.OPEN))
     if conversation_id is not None:
         query = query.where(turns.c.conversation_id == conversation_id)
     return int(conn.execute(query).scalar_one())
 
 
 # -- rows to records -----------------------------------------------------------------------
-
-
-def _key(row: Row[Any] | Row[Any, Any, Any, Any]) -> ConversationKey:
-    return ConversationKey(
-        platform=row.platform,
-        workspace=row.workspace,
-        channel=row.channel,
-        thread=row.thread or None,
-    )
-
-
-def _step(row: Row[Any]) -> StepRecord:
-    return StepRecord(
-        turn_id=int(row.turn_id),
-        seq=row.seq,
-        kind=row.kind,
-        status=row.status,
-        input=row.input,
-        output=row.output,
-        idempotency_key=row.idempotency_key,
-    )
 
 
 def _message(row: Row[Any], *, approval: ApprovalRecord | None = None) -> MessageRecord:
@@ -818,7 +562,7 @@ def _message(row: Row[Any], *, approval: ApprovalRecord | None = None) -> Messag
 def _conversation(row: Row[Any]) -> ConversationRecord:
     return ConversationRecord(
         id=row.id,
-        key=_key(row),
+        key=journal.conversation_key(row),
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

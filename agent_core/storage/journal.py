@@ -1,0 +1,313 @@
+"""The turn journal: turns and their steps, the transactions behind ``Store``'s journal
+methods (see ``agent_core.loop`` for what the steps mean)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import JsonValue
+from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Row
+
+from agent_core.events import ConversationKey, utcnow
+from agent_core.records import (
+    Role,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    TurnRecord,
+    TurnStatus,
+    Usage,
+)
+from agent_core.storage.schema import (
+    UTCDateTime,
+    conversations,
+    messages,
+    turn_steps,
+    turns,
+)
+
+OPEN: tuple[TurnStatus, ...] = ("pending", "running")
+"""Turns that still have work to do (``waiting`` ones wait for a person, not for us)."""
+
+# Statements are built once with bind parameters (``b_`` names: an UPDATE may not bind a
+# name that is also one of its columns).
+
+
+_NEXT_OPEN = (
+    select(turns.c.id)
+    .where(turns.c.conversation_id == bindparam("b_id"), turns.c.status.in_(OPEN))
+    .order_by(turns.c.id)
+    .limit(1)
+    .scalar_subquery()
+)
+
+
+_START = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"))
+    .values(
+        status="running",
+        attempts=turns.c.attempts + 1,
+        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
+    )
+    .returning(*turns.c)
+)
+
+
+_START_NEXT = (
+    update(turns)
+    .where(turns.c.id == _NEXT_OPEN)
+    .values(
+        status="running",
+        attempts=turns.c.attempts + 1,
+        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
+    )
+    .returning(*turns.c)
+)
+
+
+_TURN = select(turns).where(turns.c.id == bindparam("b_turn"))
+
+
+_TRIGGER = (
+    select(messages.c.text)
+    .where(messages.c.turn_id == bindparam("b_turn"), messages.c.role == "user")
+    .order_by(messages.c.id)
+    .limit(1)
+)
+
+
+_CONVERSATION_KEY = select(
+    conversations.c.platform,
+    conversations.c.workspace,
+    conversations.c.channel,
+    conversations.c.thread,
+).where(conversations.c.id == bindparam("b_id"))
+
+
+_STEPS = (
+    select(turn_steps).where(turn_steps.c.turn_id == bindparam("b_turn")).order_by(turn_steps.c.seq)
+)
+
+
+_FINISH_TURN = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"))
+    .values(
+        status=bindparam("b_status"), error=bindparam("b_error"), finished_at=bindparam("b_now")
+    )
+)
+
+
+_INSERT_STEP = insert(turn_steps)
+
+
+_UPDATE_STEP = (
+    update(turn_steps)
+    .where(turn_steps.c.turn_id == bindparam("b_turn"), turn_steps.c.seq == bindparam("b_seq"))
+    .values(
+        status=bindparam("b_status"), output=bindparam("b_output"), finished_at=bindparam("b_now")
+    )
+)
+
+
+_RECEIPT = (
+    update(messages)
+    .where(messages.c.delivery_key == bindparam("b_key"))
+    .values(platform_message_id=bindparam("b_receipt"))
+)
+
+
+_BEGIN_STEP = {
+    "sqlite": sqlite.insert(turn_steps).on_conflict_do_nothing(index_elements=["turn_id", "seq"]),
+    "postgresql": postgresql.insert(turn_steps).on_conflict_do_nothing(
+        index_elements=["turn_id", "seq"]
+    ),
+}
+
+
+INSERT_MESSAGE = insert(messages).returning(messages.c.id)
+
+
+def begin_next(conn: Connection, conversation_id: str) -> TurnRecord | None:
+    row = conn.execute(_START_NEXT, {"b_id": conversation_id, "b_now": utcnow()}).first()
+    if row is None:
+        return None
+    # RETURNING shows the row after the update: report the attempts made before this one.
+    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
+
+
+def start(conn: Connection, turn_id: int) -> TurnRecord:
+    row = conn.execute(_START, {"b_turn": turn_id, "b_now": utcnow()}).one()
+    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
+
+
+def load_turn(conn: Connection, turn_id: int) -> TurnRecord:
+    row = conn.execute(_TURN, {"b_turn": turn_id}).one()
+    return _turn_record(conn, row, attempts=int(row.attempts))
+
+
+def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecord:
+    key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
+    trigger = conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
+    steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
+    return TurnRecord(
+        id=int(row.id),
+        conversation_id=row.conversation_id,
+        conversation=conversation_key(key),
+        status=row.status,
+        attempts=attempts,
+        user=row.user_id,
+        trigger_text=trigger,
+        reply_to=row.reply_to,
+        created_at=row.created_at,
+        steps=tuple(_step(step) for step in steps),
+    )
+
+
+def finish_turn(conn: Connection, turn_id: int, *, status: TurnStatus, error: str | None) -> None:
+    conn.execute(
+        _FINISH_TURN, {"b_turn": turn_id, "b_status": status, "b_error": error, "b_now": utcnow()}
+    )
+
+
+def begin_step(
+    conn: Connection, turn_id: int, seq: int, *, kind: StepKind, input: JsonValue
+) -> None:
+    conn.execute(
+        _BEGIN_STEP[conn.dialect.name],
+        {
+            "turn_id": turn_id,
+            "seq": seq,
+            "kind": kind,
+            "status": "started",
+            "input": input,
+            "idempotency_key": f"{turn_id}:{seq}",
+            "started_at": utcnow(),
+        },
+    )
+
+
+def finish_step(
+    conn: Connection,
+    turn_id: int,
+    seq: int,
+    *,
+    kind: StepKind,
+    status: StepStatus,
+    output: JsonValue,
+) -> None:
+    now = utcnow()
+    params = {"b_turn": turn_id, "b_seq": seq, "b_status": status, "b_output": output, "b_now": now}
+    if conn.execute(_UPDATE_STEP, params).rowcount:
+        return
+    conn.execute(
+        _INSERT_STEP,
+        {
+            "turn_id": turn_id,
+            "seq": seq,
+            "kind": kind,
+            "status": status,
+            "output": output,
+            "idempotency_key": f"{turn_id}:{seq}",
+            "started_at": now,
+            "finished_at": now,
+        },
+    )
+
+
+def reply_intent(
+    conn: Connection, turn: TurnRecord, seq: int, *, role: Role, text: str, delivery_key: str
+) -> int:
+    now = utcnow()
+    message_id = int(
+        conn.execute(
+            INSERT_MESSAGE,
+            {
+                "conversation_id": turn.conversation_id,
+                "role": role,
+                "text": text,
+                "author": None,
+                "turn_id": turn.id,
+                "delivery_key": delivery_key,
+                "created_at": now,
+            },
+        ).scalar_one()
+    )
+    conn.execute(
+        _INSERT_STEP,
+        {
+            "turn_id": turn.id,
+            "seq": seq,
+            "kind": "reply",
+            "status": "started",
+            "input": {"role": role, "text": text, "message_id": message_id},
+            "idempotency_key": delivery_key,
+            "started_at": now,
+        },
+    )
+    return message_id
+
+
+def reply_sent(
+    conn: Connection,
+    turn_id: int,
+    seq: int,
+    *,
+    receipt: str,
+    turn_status: TurnStatus | None,
+    error: str | None,
+) -> None:
+    finish_step(conn, turn_id, seq, kind="reply", status="done", output={"receipt": receipt})
+    conn.execute(_RECEIPT, {"b_key": f"{turn_id}:{seq}", "b_receipt": receipt})
+    if turn_status is not None:
+        finish_turn(conn, turn_id, status=turn_status, error=error)
+
+
+def usage(conn: Connection, conversation_id: str) -> Usage:
+    calls = (
+        select(
+            func.count(),
+            func.coalesce(func.sum(turn_steps.c.output["prompt_tokens"].as_integer()), 0),
+            func.coalesce(func.sum(turn_steps.c.output["completion_tokens"].as_integer()), 0),
+        )
+        .select_from(turn_steps.join(turns, turns.c.id == turn_steps.c.turn_id))
+        .where(
+            turns.c.conversation_id == conversation_id,
+            turn_steps.c.kind == "model_call",
+            turn_steps.c.status == "done",
+        )
+    )
+    count, prompt, completion = conn.execute(calls).one()
+    turn_count = conn.execute(
+        select(func.count()).select_from(turns).where(turns.c.conversation_id == conversation_id)
+    ).scalar_one()
+    return Usage(
+        turns=int(turn_count),
+        model_calls=int(count),
+        prompt_tokens=int(prompt),
+        completion_tokens=int(completion),
+    )
+
+
+def _step(row: Row[Any]) -> StepRecord:
+    return StepRecord(
+        turn_id=int(row.turn_id),
+        seq=row.seq,
+        kind=row.kind,
+        status=row.status,
+        input=row.input,
+        output=row.output,
+        idempotency_key=row.idempotency_key,
+    )
+
+
+def conversation_key(row: Row[Any] | Row[Any, Any, Any, Any]) -> ConversationKey:
+    return ConversationKey(
+        platform=row.platform,
+        workspace=row.workspace,
+        channel=row.channel,
+        thread=row.thread or None,
+    )
