@@ -118,7 +118,9 @@ class TurnRunner:
         Returns 0 without running anything when another process holds the lease.
         """
         if not await self._store.claim_lease(conversation_id, owner=owner, ttl=lease):
+            log.debug("lease held elsewhere", conversation_id=conversation_id)
             return 0
+        log.debug("lease taken", conversation_id=conversation_id)
         finished = 0
         try:
             async with self._heartbeat(conversation_id, owner=owner, lease=lease):
@@ -176,6 +178,7 @@ class TurnRunner:
             conversation_id=turn.conversation_id,
             platform=turn.conversation.platform,
         ):
+            log.debug("turn started", attempt=turn.attempts + 1)
             try:
                 if turn.attempts >= self._max_attempts:
                     status = await self._give_up(turn)

@@ -132,7 +132,10 @@ async def _sweep(runtime: Runtime, interval: float) -> None:
     while not runtime.stopping.is_set():
         try:
             await runtime.dispatcher.expire_approvals()
-            for conversation_id in await runtime.store.conversations_needing_work():
+            found = await runtime.store.conversations_needing_work()
+            if found:
+                log.debug("sweep found work", conversations=len(found))
+            for conversation_id in found:
                 runtime.supervisor.submit(conversation_id)
         except Exception:
             log.exception("sweep failed")

@@ -81,6 +81,11 @@ class GatewayProcess:
         self.starts = 0
 
     @property
+    def pid(self) -> int | None:
+        """The running process's id."""
+        return None if self.process is None else self.process.pid
+
+    @property
     def log(self) -> str:
         """Everything the gateway printed, across restarts."""
         path = self.workdir / "gateway.log"
