@@ -15,9 +15,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent_core.events import ConversationKey
+
+log = structlog.get_logger("chatgate.tools")
 
 OutcomeStatus: TypeAlias = Literal["ok", "error", "invalid_arguments", "timeout", "denied"]
 DEFAULT_OUTPUT_LIMIT = 8_000
@@ -137,6 +140,11 @@ class Tool:
             return ToolOutcome(status="timeout", output=f"{self.name} took over {self.timeout}s")
         except ToolFailed as exc:
             return ToolOutcome(status="error", output=compress(str(exc), self.output_limit))
+        except Exception as exc:
+            # A bug in a tool is the model's problem to route around, not the turn's end.
+            log.exception("tool crashed", tool=self.name)
+            message = f"{self.name} failed unexpectedly: {type(exc).__name__}: {exc}"
+            return ToolOutcome(status="error", output=compress(message, self.output_limit))
         return ToolOutcome(status="ok", output=compress(output, self.output_limit))
 
 

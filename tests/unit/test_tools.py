@@ -128,3 +128,15 @@ def test_registry_builds_tools_per_turn_and_rejects_duplicate_names() -> None:
     assert list(ToolRegistry([only_for_web]).tools_for(TURN)) == ["fetch"]
     with pytest.raises(ConfigError):
         ToolRegistry([only_for_web, only_for_web]).tools_for(TURN)
+
+
+async def test_a_crashing_tool_becomes_an_error_result() -> None:
+    """An unexpected exception in a tool is reported to the model, not raised to the turn."""
+
+    async def buggy(context: ToolContext) -> str:
+        """Divide by zero."""
+        return str(1 / 0)
+
+    outcome = await Tool(buggy, idempotent=True).run({}, CONTEXT)
+    assert outcome.status == "error"
+    assert "buggy failed unexpectedly: ZeroDivisionError" in outcome.output
