@@ -75,7 +75,10 @@ def compress(text: str, limit: int = DEFAULT_OUTPUT_LIMIT) -> str:
 
 
 class Tool:
-    """A named, described, schema-checked async function the model may call."""
+    """A named, described, schema-checked async function the model may call.
+
+    Building one creates a pydantic model from the signature: do it once, not per turn.
+    """
 
     def __init__(
         self,
@@ -94,6 +97,7 @@ class Tool:
         self.timeout = timeout
         self.output_limit = output_limit
         self._arguments = _arguments_model(fn, self.name)
+        self._spec = self._build_spec()
 
     def is_idempotent(self, arguments: Mapping[str, Any]) -> bool:
         """May a call with these arguments run again after a crash without harm?"""
@@ -102,7 +106,10 @@ class Tool:
         return self._idempotent
 
     def spec(self) -> dict[str, Any]:
-        """The OpenAI-style function description sent to the model."""
+        """The OpenAI-style function description sent to the model (built once)."""
+        return self._spec
+
+    def _build_spec(self) -> dict[str, Any]:
         schema = self._arguments.model_json_schema()
         schema.pop("title", None)
         for field in schema.get("properties", {}).values():

@@ -46,42 +46,38 @@ def http_request_factory(
     output_limit: int,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Callable[[TurnContext], list[Tool]]:
-    """The factory of the ``http_request`` tool."""
+    """The factory of the ``http_request`` tool (built once, the same for every turn)."""
 
-    def build(turn: TurnContext) -> list[Tool]:
-        async def http_request(
-            context: ToolContext,
-            method: Method,
-            url: Annotated[str, Field(min_length=1)],
-            headers: dict[str, str] | None = None,
-            body: str | None = None,
-        ) -> str:
-            """Send an HTTP request to an allowed host and return status, headers and body.
+    async def http_request(
+        context: ToolContext,
+        method: Method,
+        url: Annotated[str, Field(min_length=1)],
+        headers: dict[str, str] | None = None,
+        body: str | None = None,
+    ) -> str:
+        """Send an HTTP request to an allowed host and return status, headers and body.
 
-            Strings may contain {{secret:NAME}} to use a configured credential.
-            """
-            return await _send(
-                method,
-                url,
-                headers or {},
-                body,
-                context=context,
-                allowed_hosts=allowed_hosts,
-                secrets=secrets,
-                client_timeout=timeout,
-                transport=transport,
-            )
+        Strings may contain {{secret:NAME}} to use a configured credential.
+        """
+        return await _send(
+            method,
+            url,
+            headers or {},
+            body,
+            context=context,
+            allowed_hosts=allowed_hosts,
+            secrets=secrets,
+            client_timeout=timeout,
+            transport=transport,
+        )
 
-        return [
-            Tool(
-                http_request,
-                idempotent=lambda arguments: arguments.get("method") in ("GET", "HEAD"),
-                timeout=timeout + 5,
-                output_limit=output_limit,
-            )
-        ]
-
-    return build
+    tool = Tool(
+        http_request,
+        idempotent=lambda arguments: arguments.get("method") in ("GET", "HEAD"),
+        timeout=timeout + 5,
+        output_limit=output_limit,
+    )
+    return lambda turn: [tool]
 
 
 async def _send(

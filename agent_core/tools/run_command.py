@@ -148,31 +148,31 @@ def _output(head: bytearray, tail: bytearray, total: int, keep: int) -> str:
 
 
 def run_command_factory(root: Path, limits: SandboxLimits) -> Callable[[TurnContext], list[Tool]]:
-    """The factory of the ``run_command`` tool, with a scratch directory per conversation."""
+    """The factory of the ``run_command`` tool, with a scratch directory per conversation.
 
-    def build(turn: TurnContext) -> list[Tool]:
-        async def run_command(
-            context: ToolContext,
-            command: Annotated[str, Field(min_length=1, description="a /bin/sh command line")],
-        ) -> str:
-            """Run a shell command in this conversation's scratch directory.
+    The tool is built once (its schema and argument model are not free); the conversation
+    comes from each call's context.
+    """
 
-            Limited in time, CPU, memory and output; no network credentials available.
-            """
-            try:
-                cwd = scratch_dir(root, turn.conversation_id)
-            except OSError as exc:
-                raise ToolFailed(f"cannot prepare the scratch directory: {exc}") from exc
-            return await run_sandboxed(command, cwd=cwd, limits=limits)
+    async def run_command(
+        context: ToolContext,
+        command: Annotated[str, Field(min_length=1, description="a /bin/sh command line")],
+    ) -> str:
+        """Run a shell command in this conversation's scratch directory.
 
-        return [
-            Tool(
-                run_command,
-                idempotent=False,
-                # The sandbox enforces its own wall clock; this only backs it up.
-                timeout=limits.timeout + 10,
-                output_limit=limits.output_limit + 200,
-            )
-        ]
+        Limited in time, CPU, memory and output; no network credentials available.
+        """
+        try:
+            cwd = scratch_dir(root, context.turn.conversation_id)
+        except OSError as exc:
+            raise ToolFailed(f"cannot prepare the scratch directory: {exc}") from exc
+        return await run_sandboxed(command, cwd=cwd, limits=limits)
 
-    return build
+    tool = Tool(
+        run_command,
+        idempotent=False,
+        # The sandbox enforces its own wall clock; this only backs it up.
+        timeout=limits.timeout + 10,
+        output_limit=limits.output_limit + 200,
+    )
+    return lambda turn: [tool]
