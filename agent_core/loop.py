@@ -278,6 +278,9 @@ class TurnRunner:
             await self._store.begin_step(turn.id, seq, kind="model_call", input={})
             output = {"role": "system", "text": NO_MODEL_REPLY, "error": "no model configured"}
         else:
+            # Packing asks the model for its window and tokenizer: litellm must be loaded
+            # (off the event loop) first.
+            await self._model.warm_up()
             prompt = self._pack(history, current)
             await self._store.begin_step(
                 turn.id,

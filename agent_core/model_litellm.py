@@ -27,6 +27,16 @@ def _litellm() -> Any:
     return importlib.import_module("litellm")
 
 
+def _known_window(litellm: Any, model: str) -> int:
+    # max_input_tokens is the window; get_max_tokens() answers the *output* limit
+    # (16384 for gpt-4o-mini, whose window is 128000).
+    try:
+        found = litellm.get_model_info(model).get("max_input_tokens")
+    except Exception:
+        return _DEFAULT_CONTEXT
+    return int(found) if isinstance(found, int) and found > 0 else _DEFAULT_CONTEXT
+
+
 def _provider(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
 
@@ -65,6 +75,7 @@ class LiteLLMModel:
         self._retries = retries
         self._context_tokens = context_tokens
         self._router: Any = None
+        self._window = context_tokens or _DEFAULT_CONTEXT
         self._lock = asyncio.Lock()
 
     @property
@@ -82,6 +93,8 @@ class LiteLLMModel:
         litellm = _litellm()
         litellm.telemetry = False
         litellm.suppress_debug_info = True
+        if not self._context_tokens:
+            self._window = _known_window(litellm, self._model)
         model_list = [{"model_name": _PRIMARY, "litellm_params": self._params(self._model)}]
         names = []
         for index, fallback in enumerate(self._fallbacks):
@@ -109,14 +122,9 @@ class LiteLLMModel:
         return params
 
     def context_window(self) -> int:
-        """The configured window, else litellm's figure for the model, else 8192."""
-        if self._context_tokens:
-            return self._context_tokens
-        try:
-            found = _litellm().get_max_tokens(self._model)
-        except Exception:
-            return _DEFAULT_CONTEXT
-        return int(found) if isinstance(found, int) and found > 0 else _DEFAULT_CONTEXT
+        """The configured window, else litellm's figure for the model (looked up once, at
+        warm-up), else 8192."""
+        return self._window
 
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """litellm's token count for the model (tiktoken or the provider's tokenizer)."""
