@@ -15,7 +15,7 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast, get_args
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, InboundMessage, Reply
@@ -143,12 +143,12 @@ def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
     if not isinstance(body, Mapping):
         raise BadRequest("expected a JSON object")
     decision = body.get("decision")
-    if decision not in ("approve", "allow_conversation", "deny"):
-        raise BadRequest("'decision' must be one of approve, allow_conversation, deny")
+    if decision not in get_args(ApprovalDecision):
+        raise BadRequest(f"'decision' must be one of {', '.join(get_args(ApprovalDecision))}")
     user = body.get("user", "local")
     if not isinstance(user, str) or not _USER.match(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
-    return decision, f"web:{user}"
+    return cast(ApprovalDecision, decision), f"web:{user}"
 
 
 def conversation_item(conversation: ConversationRecord) -> dict[str, Any]:

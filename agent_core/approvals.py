@@ -30,7 +30,6 @@ _VERB: dict[str, str] = {
     "denied": "denied",
     "expired": "expired:",
 }
-DECISIONS: tuple[ApprovalDecision, ...] = ("approve", "allow_conversation", "deny")
 
 
 class Approvals:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
@@ -97,6 +97,15 @@ class ToolRound:
         results: list[str | None] = [None] * len(calls)
         runnable: list[tuple[int, Tool, dict[str, Any], int]] = []
         waiting = False
+        granted: frozenset[str] | None = None
+
+        async def grants() -> frozenset[str]:
+            # Read once per round, and only if some call needs a permission decision.
+            nonlocal granted
+            if granted is None:
+                granted = await self._store.grants(turn.conversation_id)
+            return granted
+
         for index, call in enumerate(calls):
             approval_seq, call_seq = call_seqs(base, index)
             step = turn.step(call_seq)
@@ -120,7 +129,7 @@ class ToolRound:
             if step is not None and not tool.is_idempotent(arguments):
                 verdict = await self._recover(turn, call_seq, call, arguments)
             else:
-                verdict = await self._permit(turn, approval_seq, call, tool, arguments)
+                verdict = await self._permit(turn, approval_seq, call, arguments, grants)
             if verdict == "run":
                 runnable.append((index, tool, arguments, call_seq))
             elif verdict == "waiting":
@@ -144,14 +153,13 @@ class ToolRound:
         turn: TurnRecord,
         seq: int,
         call: ToolCallRequest,
-        tool: Tool,
         arguments: dict[str, Any],
+        grants: Callable[[], Awaitable[frozenset[str]]],
     ) -> Verdict:
         if turn.step(seq) is None:
             request = ToolCall(name=call.name, arguments=arguments)
-            grants = await self._store.grants(turn.conversation_id)
             context = PermissionContext(
-                user=turn.user, conversation_id=turn.conversation_id, grants=grants
+                user=turn.user, conversation_id=turn.conversation_id, grants=await grants()
             )
             decision = self._permissions.decide(request, context)
             if decision != "ask":

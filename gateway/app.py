@@ -98,18 +98,12 @@ def load_secrets(settings: Settings) -> Secrets:
 
 def build_tools(settings: Settings, secrets: Secrets) -> ToolRegistry:
     """The built-in tools, configured from ``[tools.*]``."""
-    run = settings.tools.run_command
     http = settings.tools.http_request
     return ToolRegistry(
         [
             run_command_factory(
                 settings.state_dir.resolve(),
-                SandboxLimits(
-                    timeout=run.timeout,
-                    cpu_seconds=run.cpu_seconds,
-                    memory_mb=run.memory_mb,
-                    output_limit=run.output_limit,
-                ),
+                SandboxLimits(**settings.tools.run_command.model_dump()),
             ),
             http_request_factory(
                 allowed_hosts=http.allowed_hosts,

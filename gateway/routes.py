@@ -49,8 +49,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         if exc.status >= 400 and exc.content_type != "application/json":
             return json_error(exc.status, exc.reason)
         raise
-    except (ConnectionResetError, asyncio.CancelledError):
-        raise
+    except ConnectionResetError:
+        raise  # the client left: nothing to answer
     except Exception:
         log.exception("unhandled error", path=request.path, method=request.method)
         return json_error(500, "internal error; the details are in the gateway log")
