@@ -15,7 +15,7 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, InboundMessage, Reply
@@ -122,6 +122,8 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
     }
     if message.approval is not None:
         item["approval"] = approval_item(message.approval)
+    if isinstance(message.payload, dict) and isinstance(message.payload.get("jobs"), list):
+        item["jobs"] = message.payload["jobs"]
     return item
 
 
@@ -149,6 +151,28 @@ def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
     if not isinstance(user, str) or not _USER.match(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     return cast(ApprovalDecision, decision), f"web:{user}"
+
+
+ScheduleVerb = Literal["pause", "resume", "delete"]
+
+
+def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
+    """A ``POST /api/schedules/{id}`` body: the action, the web user, and the ``jobs``
+    listing (message id) the button was on, whose state is refreshed."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    action = body.get("action")
+    if action not in get_args(ScheduleVerb):
+        raise BadRequest(f"'action' must be one of {', '.join(get_args(ScheduleVerb))}")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    message_id = body.get("message_id")
+    if message_id is not None and (
+        isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1
+    ):
+        raise BadRequest("'message_id' must be a positive integer")
+    return cast(ScheduleVerb, action), f"web:{user}", message_id
 
 
 def conversation_item(conversation: ConversationRecord) -> dict[str, Any]:

@@ -81,3 +81,15 @@ class LeaseLost(Signal):
 
 class Suspended(Signal):
     """The turn asked a person and stops here; a decision puts it back in the queue."""
+
+
+class ScheduleActionError(ChatgateError):
+    """A schedule could not be paused, resumed or deleted; the message says why."""
+
+
+class ScheduleNotFound(ScheduleActionError):
+    """No such schedule (or it is not one of this conversation's)."""
+
+
+class NotAllowedToChange(ScheduleActionError):
+    """Only the schedule's creator or an admin may change it."""

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Literal, TypeAlias
 
 import structlog
+from pydantic import JsonValue
 
 from agent_core.access import AccessPolicy, pairing_code
 from agent_core.delivery import Outbound
@@ -100,9 +101,19 @@ class Gatekeeper:
         if text is not None:
             await self.tell(event, accepted, text)
 
-    async def tell(self, event: InboundMessage, accepted: Accepted, text: str) -> None:
-        """Answer a message without the model: a note in the history, sent to the platform."""
-        await self._store.add_note(accepted.conversation_id, text)
+    async def tell(
+        self,
+        event: InboundMessage,
+        accepted: Accepted,
+        text: str,
+        *,
+        payload: dict[str, JsonValue] | None = None,
+    ) -> None:
+        """Answer a message without the model: a note in the history, sent to the platform.
+
+        ``payload`` is structured content a platform may render richer than the text
+        (the ``jobs`` listing's buttons)."""
+        await self._store.add_note(accepted.conversation_id, text, payload=payload)
         if event.platform == "web":
             return  # the note is the delivery; the page's stream shows it
         reply = Reply(

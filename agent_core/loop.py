@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -162,12 +162,23 @@ class TurnRunner:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
 
-    async def run_turn(self, turn: TurnRecord) -> TurnStatus:
+    async def run_turn(
+        self,
+        turn: TurnRecord,
+        *,
+        retry_errors: bool = False,
+        before_step: Callable[[], Awaitable[None]] | None = None,
+    ) -> TurnStatus:
         """Run (or resume) a started turn to its end, doing only what the journal lacks.
 
         ``turn`` comes from ``Store.begin_next_turn`` or ``Store.start_turn``, which count the
         attempt. A turn that already failed ``max_attempts`` times (a bug, or a process that
         keeps dying on it) is given up: the user is told, and the conversation moves on.
+
+        With ``retry_errors`` (a queued turn that will be retried later) a model error is
+        raised instead of answered with an apology, and the model call stays unfinished in
+        the journal so the retry makes it again. ``before_step`` is awaited before each model
+        call (background turns use it to give way to interactive ones).
         """
         started = time.monotonic()
         if self._observer:
@@ -184,7 +195,9 @@ class TurnRunner:
                     status = await self._give_up(turn)
                     return status
                 try:
-                    answer = await self._think(turn)
+                    answer = await self._think(
+                        turn, retry_errors=retry_errors, before_step=before_step
+                    )
                 except Suspended:
                     log.info("turn waiting for a decision", attempt=turn.attempts + 1)
                     return "waiting"
@@ -221,7 +234,13 @@ class TurnRunner:
         await self._store.finish_turn(turn.id, status="failed", error=error)
         return "failed"
 
-    async def _think(self, turn: TurnRecord) -> _Answer:
+    async def _think(
+        self,
+        turn: TurnRecord,
+        *,
+        retry_errors: bool,
+        before_step: Callable[[], Awaitable[None]] | None,
+    ) -> _Answer:
         """Model calls and tool rounds until the model answers in words (or the limit)."""
         context = TurnContext(
             turn_id=turn.id,
@@ -239,9 +258,13 @@ class TurnRunner:
             if step is not None and step.status != "started" and isinstance(step.output, dict):
                 output: Mapping[str, JsonValue] = step.output
             else:
+                if before_step is not None:
+                    await before_step()
                 if history is None:
                     history = await self._history(turn)
-                output = await self._call_model(turn, seq, history, current, specs)
+                output = await self._call_model(
+                    turn, seq, history, current, specs, retry_errors=retry_errors
+                )
             seq += 1
             calls = _tool_calls(output)
             text = str(output.get("text", ""))
@@ -272,6 +295,8 @@ class TurnRunner:
         history: list[ChatMessage],
         current: list[ChatMessage],
         specs: list[dict[str, Any]],
+        *,
+        retry_errors: bool,
     ) -> Mapping[str, JsonValue]:
         output: dict[str, JsonValue]
         if self._model is None:
@@ -293,6 +318,8 @@ class TurnRunner:
                     prompt, max_tokens=self._reply_max_tokens, tools=specs
                 )
             except ModelError as exc:
+                if retry_errors:
+                    raise
                 output = {
                     "role": "system",
                     "text": f"Sorry, the model could not be reached ({exc}). "

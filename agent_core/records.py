@@ -17,6 +17,9 @@ ApprovalStatus: TypeAlias = Literal["pending", "approved", "allowed", "denied", 
 ApprovalDecision: TypeAlias = Literal["approve", "allow_conversation", "deny"]
 StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply"]
 StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
+ScheduleStatus: TypeAlias = Literal["active", "paused", "done", "deleted"]
+MissedPolicy: TypeAlias = Literal["skip", "run_once", "catch_up"]
+JobStatus: TypeAlias = Literal["queued", "running", "waiting", "done", "failed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +50,8 @@ class ApprovalRecord:
     decided_by: str | None
     expires_at: datetime
     prompt_message_id: str | None = None
+    # Set by a decision: the jobs of a queued turn that are due again because of it.
+    requeued_jobs: tuple[int, ...] = ()
 
     @property
     def approved(self) -> bool:
@@ -80,6 +85,7 @@ class MessageRecord:
     platform_message_id: str | None
     created_at: datetime
     approval: ApprovalRecord | None = None
+    payload: JsonValue = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +115,7 @@ class TurnRecord:
     reply_to: str | None
     created_at: datetime
     steps: tuple[StepRecord, ...] = ()
+    error: str | None = None
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""
@@ -161,3 +168,92 @@ class PairedUser:
     user: str
     approved_by: str
     approved_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewSchedule:
+    """A schedule about to be stored (see ``agent_core.schedules`` for the recurrence)."""
+
+    conversation_id: str
+    created_by: str
+    prompt: str
+    kind: str
+    spec: str
+    timezone: str
+    anchor: datetime | None
+    missed: MissedPolicy
+    next_run_at: datetime
+    targets: tuple[str, ...]
+    creation_key: str | None = None
+    # At most this many live schedules in the conversation (None: no limit).
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """One delivery of a schedule run (or a ``bg`` turn): the job's outcome."""
+
+    job_id: int
+    conversation_id: str
+    status: JobStatus
+    scheduled_for: datetime | None
+    created_at: datetime
+    finished_at: datetime | None
+    receipt: str | None
+    error: str | None
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleRecord:
+    """A schedule as stored, with its targets and (when asked for) its latest runs."""
+
+    id: str
+    conversation_id: str
+    created_by: str
+    prompt: str
+    kind: str
+    spec: str
+    timezone: str
+    anchor: datetime | None
+    missed: MissedPolicy
+    status: ScheduleStatus
+    next_run_at: datetime | None
+    failures: int
+    created_at: datetime
+    targets: tuple[str, ...] = ()
+    runs: tuple[RunRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DueSchedule:
+    """What the dispatcher's planner sees of a due schedule."""
+
+    id: str
+    kind: str
+    spec: str
+    timezone: str
+    anchor: datetime | None
+    missed: MissedPolicy
+    next_run_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    """A queued turn: a schedule run's delivery to one target, or a ``bg`` turn."""
+
+    id: int
+    kind: str
+    turn_id: int
+    conversation_id: str
+    schedule_id: str | None
+    status: JobStatus
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobOutcome:
+    """What finishing a job changed: the schedule it paused, if it failed too often."""
+
+    paused: ScheduleRecord | None = None
+    note_id: int | None = None

@@ -173,6 +173,61 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(
         20.0, ge=0, validation_alias=AliasChoices("CHATGATE_DRAIN_SECONDS", "drain_seconds")
     )
+    # Schedules and queued work (issue #4; ARCHITECTURE.md, "Queued path").
+    timezone: str = Field("UTC", validation_alias=AliasChoices("CHATGATE_TIMEZONE", "timezone"))
+    schedule_min_seconds: float = Field(
+        60.0,
+        ge=1,
+        validation_alias=AliasChoices("CHATGATE_SCHEDULE_MIN_SECONDS", "schedule_min_seconds"),
+    )
+    schedule_tick_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        validation_alias=AliasChoices("CHATGATE_SCHEDULE_TICK_SECONDS", "schedule_tick_seconds"),
+    )
+    schedule_grace_seconds: float = Field(
+        120.0,
+        ge=0,
+        validation_alias=AliasChoices("CHATGATE_SCHEDULE_GRACE_SECONDS", "schedule_grace_seconds"),
+    )
+    schedule_catch_up_max: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        validation_alias=AliasChoices("CHATGATE_SCHEDULE_CATCH_UP_MAX", "schedule_catch_up_max"),
+    )
+    schedule_failure_limit: int = Field(
+        3,
+        ge=1,
+        validation_alias=AliasChoices("CHATGATE_SCHEDULE_FAILURE_LIMIT", "schedule_failure_limit"),
+    )
+    schedules_per_conversation: int = Field(
+        50,
+        ge=1,
+        validation_alias=AliasChoices(
+            "CHATGATE_SCHEDULES_PER_CONVERSATION", "schedules_per_conversation"
+        ),
+    )
+    job_attempts: int = Field(
+        4, ge=1, le=20, validation_alias=AliasChoices("CHATGATE_JOB_ATTEMPTS", "job_attempts")
+    )
+    job_backoff_seconds: float = Field(
+        10.0,
+        ge=0,
+        validation_alias=AliasChoices("CHATGATE_JOB_BACKOFF_SECONDS", "job_backoff_seconds"),
+    )
+    job_concurrency: int = Field(
+        2,
+        ge=1,
+        le=256,
+        validation_alias=AliasChoices("CHATGATE_JOB_CONCURRENCY", "job_concurrency"),
+    )
+    job_time_limit_seconds: float = Field(
+        900.0,
+        ge=10,
+        validation_alias=AliasChoices("CHATGATE_JOB_TIME_LIMIT_SECONDS", "job_time_limit_seconds"),
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", validation_alias=AliasChoices("CHATGATE_LOG_LEVEL", "log_level")
     )
@@ -272,6 +327,19 @@ class Settings(BaseSettings):
         raise ValueError(
             f"unsupported database {scheme!r}: use sqlite+aiosqlite:// or postgresql+asyncpg://"
         )
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r}; use an IANA name like Europe/Berlin"
+            ) from None
+        return value
 
     @field_validator("redis_url")
     @classmethod

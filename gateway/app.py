@@ -8,9 +8,7 @@ import ctypes
 import logging
 import os
 import signal
-import socket
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -21,26 +19,23 @@ from adapters.web import WebHub, WebSender
 from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
-from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
-from agent_core.loop import TurnRunner
+from agent_core.jobs import JobQueue
 from agent_core.model import Model
-from agent_core.permissions import Permissions
 from agent_core.ratelimit import RateLimiter
-from agent_core.secrets import Secrets
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
-from agent_core.tool_steps import ToolRound
-from agent_core.tools.http_request import http_request_factory
-from agent_core.tools.registry import ToolRegistry
-from agent_core.tools.run_command import SandboxLimits, run_command_factory
 from gateway import routes
+from gateway.children import Child
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
 from gateway.runtime import RUNTIME, Runtime
 from gateway.supervisor import Supervisor
 from gateway.web import api
+from workers.dispatcher import ScheduleDispatcher
+from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
+from workers.runtime import build_core, build_model, process_owner
 
 log = structlog.get_logger("chatgate.gateway")
 
@@ -66,57 +61,6 @@ def configure_logging(settings: Settings) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
-
-
-def build_model(settings: Settings) -> Model | None:
-    """The configured model, or None when ``CHATGATE_MODEL`` is unset."""
-    if not settings.model:
-        return None
-    from agent_core.model_litellm import LiteLLMModel
-
-    return LiteLLMModel(
-        settings.model,
-        api_base=settings.model_api_base,
-        api_key=settings.model_api_key.get_secret_value() if settings.model_api_key else None,
-        fallbacks=settings.fallback_models,
-        timeout=settings.model_timeout,
-        retries=settings.model_retries,
-        context_tokens=settings.model_context_tokens,
-    )
-
-
-def load_secrets(settings: Settings) -> Secrets:
-    """Read each ``[secrets]`` variable once; a missing one is logged (doctor reports it)."""
-    values: dict[str, str] = {}
-    for name, variable in settings.secrets.items():
-        value = os.environ.get(variable, "")
-        if not value:
-            log.warning("secret not set", secret=name, variable=variable)
-        values[name] = value
-    return Secrets(values)
-
-
-def build_tools(settings: Settings, secrets: Secrets) -> ToolRegistry:
-    """The built-in tools, configured from ``[tools.*]``."""
-    http = settings.tools.http_request
-    return ToolRegistry(
-        [
-            run_command_factory(
-                settings.state_dir.resolve(),
-                SandboxLimits(**settings.tools.run_command.model_dump()),
-            ),
-            http_request_factory(
-                allowed_hosts=http.allowed_hosts,
-                secrets=secrets,
-                timeout=http.timeout,
-                output_limit=http.output_limit,
-            ),
-        ]
-    )
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 async def _sweep(runtime: Runtime, interval: float) -> None:
@@ -161,30 +105,8 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             store = Store(database)
             metrics = Metrics()
             hub = WebHub()
-            faults = FaultPoints(settings.test_fault)
             outbound = OutboundRouter({"web": WebSender(hub)})
-            secrets = load_secrets(settings)
-            tool_round = ToolRound(
-                store,
-                outbound=outbound,
-                permissions=Permissions(settings.policy),
-                secrets=secrets,
-                approval_ttl=timedelta(minutes=settings.approval_minutes),
-                faults=faults,
-                observer=metrics,
-            )
-            runner = TurnRunner(
-                store,
-                model=chosen,
-                outbound=outbound,
-                system_prompt=settings.system_prompt,
-                reply_max_tokens=settings.reply_max_tokens,
-                max_steps=settings.max_steps,
-                tools=build_tools(settings, secrets),
-                tool_round=tool_round,
-                faults=faults,
-                observer=metrics,
-            )
+            core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
             gate = Gatekeeper(
                 store,
                 outbound,
@@ -199,22 +121,41 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 max_pending=settings.pairing_max_pending,
             )
             approvals = Approvals(store, outbound, admins=settings.admins, is_member=gate.is_member)
-            owner = _owner()
+            owner = process_owner()
 
             async def work(conversation_id: str) -> int:
-                return await runner.run_conversation(
+                return await core.runner.run_conversation(
                     conversation_id, owner=owner, lease=settings.lease_seconds
                 )
 
             supervisor = Supervisor(work, max_concurrent=settings.max_concurrent_turns)
+            stack = contextlib.AsyncExitStack()
+            queue: JobQueue
+            local: LocalRunner | None = None
+            if settings.redis_url:
+                from workers.celery_app import CeleryJobQueue, make_celery
+
+                celery_queue = CeleryJobQueue(make_celery(settings), store)
+                stack.callback(celery_queue.close)
+                queue = celery_queue
+            else:
+                # No broker: this process runs queued work itself (safe in every gateway
+                # at once: claims are compare-and-set), interactive turns first.
+                priority = InteractiveFirst(lambda: supervisor.active)
+                core.jobs.before_step = priority.wait
+                local = LocalRunner(
+                    core.jobs, owner=owner, concurrency=settings.job_concurrency, busy=priority.busy
+                )
+                queue = local
             runtime = Runtime(
                 settings=settings,
                 owner=owner,
                 store=store,
                 metrics=metrics,
                 hub=hub,
-                runner=runner,
+                runner=core.runner,
                 supervisor=supervisor,
+                schedules=core.schedules,
                 dispatcher=Dispatcher(
                     store,
                     supervisor,
@@ -222,13 +163,34 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                     gate=gate,
                     metrics=metrics,
                     hub=hub,
-                    faults=faults,
+                    schedules=core.schedules,
+                    jobs=queue,
+                    faults=core.faults,
                 ),
             )
             app[RUNTIME] = runtime
             sweeper = asyncio.create_task(
                 _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
             )
+            background: list[asyncio.Task[None]] = []
+            if local is not None:
+                ticker = ScheduleDispatcher(store, core.schedules, local)
+                background += [
+                    asyncio.create_task(local.serve(runtime.stopping), name="job-runner"),
+                    asyncio.create_task(
+                        tick_forever(
+                            ticker, every=settings.schedule_tick_seconds, stopping=runtime.stopping
+                        ),
+                        name="dispatcher",
+                    ),
+                ]
+                runner_wake = local.wake
+
+                def on_idle() -> None:
+                    priority.idle()
+                    runner_wake()
+
+                supervisor.on_idle = on_idle
             warming = (
                 asyncio.create_task(_warm_up(chosen), name="model-warm-up") if chosen else None
             )
@@ -237,8 +199,10 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             finally:
                 runtime.stopping.set()
                 cancelled = await supervisor.drain(settings.drain_seconds)
-                log.info("drained", cancelled_lanes=cancelled)
-                for task in (sweeper, warming):
+                jobs_cancelled = await local.drain(settings.drain_seconds) if local else 0
+                log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
+                await stack.aclose()
+                for task in (sweeper, warming, *background):
                     if task is not None:
                         task.cancel()
                         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -263,10 +227,15 @@ def _harden_process() -> None:
         libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
-async def serve(settings: Settings) -> None:
-    """Run the gateway until SIGTERM or SIGINT, then drain and exit."""
+async def serve(settings: Settings, *, with_workers: bool = False) -> None:
+    """Run the gateway until SIGTERM or SIGINT, then drain and exit.
+
+    ``with_workers`` (``chatgate run`` with Redis): also run a Celery worker and a beat as
+    child processes. Without Redis the gateway runs queued work itself."""
     _harden_process()
     app = build_app(settings)
+    children = [Child("worker"), Child("beat")] if with_workers and settings.redis_url else []
+    keepers = [asyncio.create_task(c.keep_running(), name=f"child:{c.role}") for c in children]
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
@@ -278,5 +247,8 @@ async def serve(settings: Settings) -> None:
     log.info("chatgate ready", url=site.name, model=settings.model)
     await stop.wait()
     log.info("stopping: draining in-flight turns", drain_seconds=settings.drain_seconds)
+    await asyncio.gather(*(c.stop(settings.drain_seconds + 10) for c in children))
+    for keeper in keepers:
+        keeper.cancel()
     await runner.cleanup()
     log.info("stopped")

@@ -35,14 +35,14 @@ def _settings() -> Settings:
         raise typer.Exit(2) from None
 
 
-def _serve() -> None:
+def _serve(*, with_workers: bool) -> None:
     settings = _settings()
     from agent_core.errors import StorageError
     from gateway.app import configure_logging, serve
 
     configure_logging(settings)
     try:
-        asyncio.run(serve(settings))
+        asyncio.run(serve(settings, with_workers=with_workers))
     except StorageError as exc:
         typer.echo(f"chatgate: database: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -53,14 +53,81 @@ def _serve() -> None:
 
 @app.command()
 def run() -> None:
-    """Everything on one machine: the gateway with its web chat, on SQLite by default."""
-    _serve()
+    """Everything on one machine: gateway, web chat, job runner and schedule dispatcher.
+
+    SQLite and no Redis by default; with CHATGATE_REDIS_URL also a Celery worker and beat
+    as child processes."""
+    _serve(with_workers=True)
 
 
 @app.command()
 def gateway() -> None:
-    """The gateway role: webhooks, web chat, health and metrics; interactive turns inline."""
-    _serve()
+    """The gateway role: webhooks, web chat, health and metrics; interactive turns inline.
+
+    Without CHATGATE_REDIS_URL it also runs queued work itself."""
+    _serve(with_workers=False)
+
+
+def _needs_redis(settings: Settings, role: str) -> None:
+    if not settings.redis_url:
+        typer.echo(
+            f"chatgate: invalid setting CHATGATE_REDIS_URL: chatgate {role} needs a Redis "
+            "broker (set it, or use chatgate run, which needs none)",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+
+@app.command()
+def worker(
+    concurrency: int = typer.Option(
+        0, help="Worker processes (default: CHATGATE_JOB_CONCURRENCY)", min=0
+    ),
+) -> None:
+    """The Celery worker role: scheduled and background turns (needs CHATGATE_REDIS_URL)."""
+    settings = _settings()
+    _needs_redis(settings, "worker")
+    import os
+    import socket
+
+    from gateway.app import configure_logging
+    from workers.celery_app import QUEUE, make_celery
+
+    configure_logging(settings)
+    celery = make_celery(settings)
+    celery.worker_main(
+        [
+            "worker",
+            f"--loglevel={settings.log_level.upper()}",
+            f"--concurrency={concurrency or settings.job_concurrency}",
+            "--pool=prefork",
+            f"--queues={QUEUE}",
+            "--without-gossip",
+            "--without-mingle",
+            f"--hostname=chatgate-{os.getpid()}@{socket.gethostname()}",
+        ]
+    )
+
+
+@app.command()
+def beat() -> None:
+    """The Celery beat role: ticks the schedule dispatcher (needs CHATGATE_REDIS_URL).
+
+    Safe to run twice for redundancy: each slot fires once."""
+    settings = _settings()
+    _needs_redis(settings, "beat")
+    from gateway.app import configure_logging
+    from workers import beat as beat_module
+    from workers.celery_app import make_celery
+
+    configure_logging(settings)
+    beat_module.configure(settings)
+    celery = make_celery(settings)
+    celery.Beat(
+        scheduler=beat_module.DispatchScheduler,
+        loglevel=settings.log_level.upper(),
+        max_interval=settings.schedule_tick_seconds,
+    ).run()
 
 
 @app.command()

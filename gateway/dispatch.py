@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import structlog
+from pydantic import JsonValue
 
 from adapters.web import WebHub
 from agent_core.approvals import Approvals
 from agent_core.commands import ParsedCommand, parse_command
-from agent_core.errors import AlreadyDecided, ApprovalError, ApprovalNotFound
+from agent_core.errors import (
+    AlreadyDecided,
+    ApprovalError,
+    ApprovalNotFound,
+    ScheduleActionError,
+)
 from agent_core.events import InboundMessage
 from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
-from agent_core.records import Accepted, ApprovalDecision, ApprovalRecord
+from agent_core.jobs import JobQueue
+from agent_core.records import (
+    Accepted,
+    ApprovalDecision,
+    ApprovalRecord,
+    RunRecord,
+    ScheduleRecord,
+)
+from agent_core.scheduling import ScheduleAction, Schedules
 from agent_core.storage.store import Store
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
@@ -31,6 +47,8 @@ class Dispatcher:
         gate: Gatekeeper,
         metrics: Metrics,
         hub: WebHub,
+        schedules: Schedules,
+        jobs: JobQueue,
         faults: FaultPoints | None = None,
     ) -> None:
         self._store = store
@@ -39,6 +57,8 @@ class Dispatcher:
         self._gate = gate
         self._metrics = metrics
         self._hub = hub
+        self._schedules = schedules
+        self._jobs = jobs
         self._faults = faults or FaultPoints()
 
     async def accept(self, event: InboundMessage) -> Accepted:
@@ -100,10 +120,107 @@ class Dispatcher:
                     f"calls, {used.prompt_tokens} prompt and {used.completion_tokens} "
                     "completion tokens.",
                 )
+            case "jobs":
+                text, payload = await self.jobs_listing(accepted.conversation_id)
+                await self._gate.tell(event, accepted, text, payload=payload)
+            case "cancel":
+                await self._gate.tell(
+                    event, accepted, await self._cancel(command.args, event, accepted)
+                )
+            case "bg":
+                await self._gate.tell(
+                    event, accepted, await self._background(command, event, accepted)
+                )
             case _:
                 await self._gate.tell(
                     event, accepted, f"/{command.name} is not available in this version yet."
                 )
+
+    async def jobs_listing(self, conversation_id: str) -> tuple[str, dict[str, JsonValue]]:
+        """``jobs``: the conversation's schedules and their latest runs, as text and as the
+        structured payload platforms render with buttons (pause, resume, delete)."""
+        found = await self._schedules.listing(conversation_id)
+        if not found:
+            return NO_JOBS, {"jobs": []}
+        lines = ["Schedules in this conversation:"]
+        for schedule in found:
+            lines.append(self._schedules.describe(schedule))
+            for run in schedule.runs:
+                lines.append(f"    {run_line(run)}")
+        lines.append("/cancel ID deletes one.")
+        return "\n".join(lines), {"jobs": [self.schedule_item(s) for s in found]}
+
+    def schedule_item(self, schedule: ScheduleRecord) -> dict[str, JsonValue]:
+        """A schedule as the jobs payload (and the web API) shows it."""
+        return {
+            "id": schedule.id,
+            "when": self._schedules.recurrence(schedule).describe(),
+            "prompt": schedule.prompt,
+            "status": schedule.status,
+            "created_by": schedule.created_by,
+            "next_run_at": _iso(schedule.next_run_at),
+            "runs": [
+                {
+                    "job_id": run.job_id,
+                    "status": run.status,
+                    "scheduled_for": _iso(run.scheduled_for),
+                    "finished_at": _iso(run.finished_at),
+                    "receipt": run.receipt,
+                    "error": run.error,
+                }
+                for run in schedule.runs
+            ],
+        }
+
+    async def change_schedule(
+        self, schedule_id: str, action: ScheduleAction, *, user: str, conversation_id: str
+    ) -> ScheduleRecord:
+        """A button or ``cancel``: pause, resume or delete, noted in the conversation.
+
+        Raises ``ScheduleActionError`` (not found here, or not allowed)."""
+        changed = await self._schedules.change(
+            schedule_id, action, user=user, conversation_id=conversation_id
+        )
+        verb = {"pause": "paused", "resume": "resumed", "delete": "deleted"}[action]
+        await self._store.add_note(conversation_id, f"{user} {verb} schedule {schedule_id}.")
+        conversation = await self._store.conversation(conversation_id)
+        if conversation is not None:
+            self._hub.publish(conversation.key)
+        return changed
+
+    async def refresh_listing(self, message_id: int) -> None:
+        """Redraw a ``jobs`` listing after one of its buttons changed a schedule."""
+        message = await self._store.message(message_id)
+        if message is None or not isinstance(message.payload, dict):
+            return
+        if "jobs" not in message.payload:
+            return
+        text, payload = await self.jobs_listing(message.conversation_id)
+        await self._store.rewrite_note(message_id, text, payload)
+
+    async def _cancel(self, args: str, event: InboundMessage, accepted: Accepted) -> str:
+        schedule_id = args.strip()
+        if not schedule_id:
+            return "Usage: /cancel ID (the ids are in /jobs)."
+        try:
+            await self._schedules.change(
+                schedule_id, "delete", user=event.user, conversation_id=accepted.conversation_id
+            )
+        except ScheduleActionError as exc:
+            return f"Could not cancel: {exc}."
+        return f"Deleted schedule {schedule_id}; it will not run again."
+
+    async def _background(
+        self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
+    ) -> str:
+        prompt = command.args.strip()
+        if not prompt:
+            return "Usage: /bg PROMPT: I work on it in the background and post the answer here."
+        job_id = await self._store.background_turn(
+            accepted.conversation_id, user=event.user, prompt=prompt, reply_to=event.reply_to
+        )
+        await self._jobs.submit([job_id])
+        return f"Working on it in the background (job {job_id}); the answer will be posted here."
 
     async def decide(
         self, approval_id: str, *, decision: ApprovalDecision, user: str
@@ -111,16 +228,22 @@ class Dispatcher:
         """Decide an approval (first answer wins) and wake the turn that waits on it."""
         decided = await self._approvals.decide(approval_id, decision=decision, user=user)
         self._metrics.approval_ended(decided.status)
-        self._supervisor.submit(decided.conversation_id)
-        self._hub.publish(decided.conversation)
+        await self._resume(decided)
         return decided
+
+    async def _resume(self, decided: ApprovalRecord) -> None:
+        """Wake the decided turn where it runs: its job (queued turns) or its lane."""
+        if decided.requeued_jobs:
+            await self._jobs.submit(decided.requeued_jobs)
+        else:
+            self._supervisor.submit(decided.conversation_id)
+        self._hub.publish(decided.conversation)
 
     async def expire_approvals(self) -> None:
         """Expire approvals nobody decided in time and wake their turns."""
         for approval in await self._approvals.expire_due():
             self._metrics.approval_ended("expired")
-            self._supervisor.submit(approval.conversation_id)
-            self._hub.publish(approval.conversation)
+            await self._resume(approval)
 
     def reject(self, platform: str) -> None:
         """Count an inbound request that was refused before reaching the ledger."""
@@ -130,8 +253,16 @@ class Dispatcher:
 HELP = """Commands:
 /help: this list
 /new: start afresh (earlier messages stay here but are no longer sent to the model)
+/jobs: this conversation's schedules, their latest runs, and buttons to pause, resume, delete
+/cancel ID: delete a schedule
+/bg PROMPT: work on PROMPT in the background and post the answer here
 /usage: turns, model calls and tokens in this conversation
-/approve ID, /deny ID: decide a pending approval (or press its buttons)"""
+/approve ID, /deny ID: decide a pending approval (or press its buttons)
+Ask in words to schedule something ("every weekday at 9, summarise ...")."""
+NO_JOBS = (
+    "No schedules in this conversation. Ask me to do something on a schedule, e.g. "
+    '"every weekday at 9:00, summarise the open incidents".'
+)
 FRESH = "Started afresh: earlier messages stay here but are no longer sent to the model."
 
 _OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limited": "limited"}
@@ -144,3 +275,18 @@ def _refusal(error: ApprovalError) -> str:
     if isinstance(error, AlreadyDecided):
         return f"{approval_id} was already decided."
     return f"You may not decide {approval_id}: ask the person who asked, or an admin."
+
+
+def run_line(run: RunRecord) -> str:
+    """One run of a schedule for the ``jobs`` text."""
+    at = run.scheduled_for or run.created_at
+    line = f"{at:%Y-%m-%d %H:%M} UTC {run.status}"
+    if run.receipt:
+        line += f", delivered ({run.receipt})"
+    if run.error:
+        line += f": {run.error}"
+    return line
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

@@ -13,7 +13,7 @@ from agent_core.errors import ModelError, StorageError
 from agent_core.model import ChatMessage
 from agent_core.settings import Settings
 from agent_core.storage.database import Database
-from gateway.app import build_model
+from workers.runtime import build_model
 
 Status = Literal["ok", "WARN", "FAIL"]
 

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from adapters.web import WebHub
 from agent_core.loop import TurnRunner
+from agent_core.scheduling import Schedules
 from agent_core.settings import Settings
 from agent_core.storage.store import Store
 from gateway.dispatch import Dispatcher
@@ -27,6 +28,7 @@ class Runtime:
     hub: WebHub
     runner: TurnRunner
     supervisor: Supervisor
+    schedules: Schedules
     dispatcher: Dispatcher
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -26,6 +26,8 @@ class Supervisor:
         self._lanes: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._closing = False
+        # Called when the last lane ends (the job runner waits for that).
+        self.on_idle: Callable[[], object] | None = None
 
     @property
     def closing(self) -> bool:
@@ -67,6 +69,8 @@ class Supervisor:
         finally:
             self._again.discard(conversation_id)
             self._lanes.pop(conversation_id, None)
+            if not self._lanes and self.on_idle is not None:
+                self.on_idle()
 
     async def drain(self, grace: float) -> int:
         """Stop taking work, let running lanes finish for ``grace`` s, cancel the rest.

@@ -7,6 +7,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
@@ -23,6 +24,7 @@ from agent_core.records import (
     ApprovalStatus,
     TurnRecord,
 )
+from agent_core.storage.jobs import requeue_waiting
 from agent_core.storage.schema import approvals, conversations, grants, messages, turn_steps, turns
 
 _PROMPT = (
@@ -186,7 +188,9 @@ def decide(
         },
     )
     conn.execute(_RESUME, {"b_turn": decided.turn_id})
-    return decided
+    # A queued turn (a schedule run, ``bg``) goes back to the job queue, not to a lane.
+    requeued = requeue_waiting(conn, decided.turn_id)
+    return dataclasses.replace(decided, requeued_jobs=tuple(requeued)) if requeued else decided
 
 
 def due(conn: Connection, now: datetime) -> list[str]:

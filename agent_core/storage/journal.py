@@ -37,7 +37,11 @@ OPEN: tuple[TurnStatus, ...] = ("pending", "running")
 
 _NEXT_OPEN = (
     select(turns.c.id)
-    .where(turns.c.conversation_id == bindparam("b_id"), turns.c.status.in_(OPEN))
+    .where(
+        turns.c.conversation_id == bindparam("b_id"),
+        turns.c.status.in_(OPEN),
+        turns.c.lane == "inline",
+    )
     .order_by(turns.c.id)
     .limit(1)
     .scalar_subquery()
@@ -151,7 +155,11 @@ def load_turn(conn: Connection, turn_id: int) -> TurnRecord:
 
 def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecord:
     key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
-    trigger = conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
+    trigger = (
+        row.prompt
+        if row.prompt is not None
+        else conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
+    )
     steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
     return TurnRecord(
         id=int(row.id),
@@ -164,6 +172,7 @@ def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecor
         reply_to=row.reply_to,
         created_at=row.created_at,
         steps=tuple(_step(step) for step in steps),
+        error=row.error,
     )
 
 

@@ -89,6 +89,8 @@ messages = Table(
     Column("platform_message_id", String(255)),
     # For role "approval" (the prompt) and the note saying who decided it.
     Column("approval_id", String(32)),
+    # Structured content some items carry (the ``jobs`` listing: schedules and buttons).
+    Column("payload", JSON),
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_messages_conversation_id_id", "conversation_id", "id"),
     Index("ix_messages_conversation_turn", "conversation_id", "turn_id"),
@@ -123,6 +125,11 @@ turns = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("started_at", UTCDateTime()),
     Column("finished_at", UTCDateTime()),
+    # "inline": run by the conversation's lane on a gateway; "queued": by a job (a schedule
+    # run or ``bg``), beside the conversation's own turns instead of in their queue.
+    Column("lane", String(16), nullable=False, server_default="inline"),
+    # What the model is asked when it is not a user message's text (schedules, ``bg``).
+    Column("prompt", Text),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
 )
@@ -215,4 +222,81 @@ access_events = Table(
     Column("action", String(16), nullable=False),
     Column("user_id", String(255), nullable=False),
     Column("code", String(16)),
+)
+
+schedules = Table(
+    "schedules",
+    metadata,
+    # Short and typeable (``cancel sc_1a2b3c4d``).
+    Column("id", String(16), primary_key=True),
+    # The conversation it was created in (its own results go to its targets).
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("prompt", Text, nullable=False),
+    # cron | interval | once, the normalized spec, the zone it is read in, the interval anchor
+    Column("kind", String(16), nullable=False),
+    Column("spec", String(255), nullable=False),
+    Column("timezone", String(64), nullable=False),
+    Column("anchor", UTCDateTime()),
+    # skip | run_once | catch_up
+    Column("missed", String(16), nullable=False),
+    # active | paused | done (a one-shot that fired) | deleted
+    Column("status", String(16), nullable=False),
+    Column("next_run_at", UTCDateTime()),
+    Column("failures", Integer, nullable=False, default=0),
+    # The creating tool call's idempotency key: a re-run after a crash finds the same row.
+    Column("creation_key", String(64), unique=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    # The dispatcher reads due rows only: a tick costs O(due), not O(all).
+    Index("ix_schedules_status_next_run_at", "status", "next_run_at"),
+    Index("ix_schedules_conversation_id", "conversation_id"),
+)
+
+schedule_targets = Table(
+    "schedule_targets",
+    metadata,
+    Column("schedule_id", String(16), ForeignKey("schedules.id"), primary_key=True),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), primary_key=True),
+    Index("ix_schedule_targets_conversation_id", "conversation_id"),
+)
+
+schedule_runs = Table(
+    "schedule_runs",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("schedule_id", String(16), ForeignKey("schedules.id"), nullable=False),
+    Column("scheduled_for", UTCDateTime(), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    # Two dispatchers never fire one slot twice.
+    UniqueConstraint("schedule_id", "scheduled_for", name="uq_schedule_runs_slot"),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    # "turn": run a queued turn and deliver its reply (one per schedule target, or ``bg``).
+    Column("kind", String(16), nullable=False),
+    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("schedule_id", String(16), ForeignKey("schedules.id")),
+    Column("run_id", Id, ForeignKey("schedule_runs.id")),
+    # queued -> running -> done | failed, or waiting (for an approval) -> queued ...
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    # Not before this time (retry backoff).
+    Column("not_before", UTCDateTime(), nullable=False),
+    # Last handed to the broker (Celery profile); NULL = not yet, so the dispatcher sends it.
+    Column("enqueued_at", UTCDateTime()),
+    Column("lease_owner", String(128)),
+    Column("lease_expires_at", UTCDateTime()),
+    # The platform's message id of the delivered reply.
+    Column("receipt", String(255)),
+    Column("error", Text),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    Index("ix_jobs_status_not_before", "status", "not_before"),
+    Index("ix_jobs_schedule_id_id", "schedule_id", "id"),
+    Index("ix_jobs_turn_id", "turn_id"),
 )

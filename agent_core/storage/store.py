@@ -8,6 +8,7 @@ its message; the receipt and the end of the turn.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,10 +26,15 @@ from agent_core.records import (
     ApprovalRequest,
     ApprovalStatus,
     ConversationRecord,
+    JobOutcome,
+    JobRecord,
     MessageRecord,
+    NewSchedule,
     PairedUser,
     PairingRequest,
     Role,
+    ScheduleRecord,
+    ScheduleStatus,
     StepKind,
     StepStatus,
     TurnRecord,
@@ -37,7 +43,9 @@ from agent_core.records import (
 )
 from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
+from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal
+from agent_core.storage import schedules as schedule_sql
 from agent_core.storage.database import Database
 from agent_core.storage.schema import (
     conversations,
@@ -153,12 +161,22 @@ class Store:
         return await self.database.read(journal.usage, conversation_id)
 
     async def add_note(
-        self, conversation_id: str, text: str, *, approval_id: str | None = None
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        approval_id: str | None = None,
+        payload: JsonValue = None,
     ) -> int:
         """Add a system message to the conversation (shown to people, not to the model)."""
         return await self.database.write(
-            _add_note, conversation_id, text=text, approval_id=approval_id
+            _add_note, conversation_id, text=text, approval_id=approval_id, payload=payload
         )
+
+    async def rewrite_note(self, message_id: int, text: str, payload: JsonValue) -> None:
+        """Replace a note's text and structured content (a ``jobs`` listing after a
+        button changed a schedule)."""
+        await self.database.write(_rewrite_note, message_id, text=text, payload=payload)
 
     # -- access ----------------------------------------------------------------------------
 
@@ -241,6 +259,109 @@ class Store:
         """Tools allowed in this conversation ("Allow in this conversation")."""
         return await self.database.read(approval_sql.granted_tools, conversation_id)
 
+    # -- schedules and jobs ----------------------------------------------------------------
+
+    async def create_schedule(self, new: NewSchedule) -> tuple[ScheduleRecord, bool]:
+        """Store a schedule (False: the same creation key made it before)."""
+        return await self.database.write(schedule_sql.create, new)
+
+    async def schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """One schedule by id."""
+        return await self.database.read(schedule_sql.load_schedule, schedule_id)
+
+    async def schedules_for(self, conversation_id: str, *, runs: int = 0) -> list[ScheduleRecord]:
+        """This conversation's schedules (created here or delivering here), each with its
+        latest ``runs`` deliveries to this conversation."""
+        return await self.database.read(_schedules_with_runs, conversation_id, runs=runs)
+
+    async def set_schedule_status(
+        self,
+        schedule_id: str,
+        *,
+        status: ScheduleStatus,
+        allowed_from: tuple[ScheduleStatus, ...],
+        next_run_at: datetime | None = None,
+    ) -> ScheduleRecord | None:
+        """Pause, resume or delete (compare-and-set); None when the status did not allow it."""
+        return await self.database.write(
+            schedule_sql.set_status,
+            schedule_id,
+            status=status,
+            allowed_from=allowed_from,
+            next_run_at=next_run_at,
+        )
+
+    async def dispatch_due(
+        self, *, now: datetime, plan: schedule_sql.Planner, limit: int = 500
+    ) -> tuple[int, list[int]]:
+        """Fire due schedule slots: (schedules claimed, new job ids)."""
+        return await self.database.write(schedule_sql.dispatch_due, now=now, plan=plan, limit=limit)
+
+    async def background_turn(
+        self, conversation_id: str, *, user: str, prompt: str, reply_to: str | None
+    ) -> int:
+        """``bg PROMPT``: queue a turn for a worker; returns the job id."""
+        return await self.database.write(
+            job_sql.background, conversation_id, user=user, prompt=prompt, reply_to=reply_to
+        )
+
+    async def claim_job(self, job_id: int | None, *, owner: str, ttl: float) -> JobRecord | None:
+        """Take a job's lease (the given one, or the next claimable); None if not free."""
+        return await self.database.write(job_sql.claim, job_id, owner=owner, ttl=ttl)
+
+    async def renew_job(self, job_id: int, *, owner: str, ttl: float) -> bool:
+        """Extend a job lease this owner holds."""
+        return await self.database.write(job_sql.renew, job_id, owner=owner, ttl=ttl)
+
+    async def retry_job(self, job_id: int, *, owner: str, at: datetime, error: str) -> bool:
+        """Back in the queue, due at ``at``."""
+        return await self.database.write(job_sql.retry, job_id, owner=owner, at=at, error=error)
+
+    async def job_waiting(self, job_id: int, *, owner: str) -> None:
+        """The job's turn waits for an approval."""
+        await self.database.write(job_sql.wait, job_id, owner=owner)
+
+    async def finish_job(
+        self,
+        job_id: int,
+        *,
+        owner: str,
+        turn_status: TurnStatus,
+        error: str | None,
+        failure_limit: int,
+        pause_note: str,
+    ) -> JobOutcome | None:
+        """Close the job with its turn's outcome (see ``storage.jobs.finish``)."""
+        return await self.database.write(
+            job_sql.finish,
+            job_id,
+            owner=owner,
+            turn_status=turn_status,
+            error=error,
+            failure_limit=failure_limit,
+            pause_note=pause_note,
+        )
+
+    async def note_sent(self, note_id: int, *, receipt: str) -> None:
+        """Record a delivered note's receipt."""
+        await self.database.write(job_sql.note_sent, note_id, receipt=receipt)
+
+    async def jobs_to_send(self, *, now: datetime, resend_after: timedelta) -> list[int]:
+        """Jobs the broker should be given (again)."""
+        return await self.database.read(job_sql.to_send, now=now, resend_after=resend_after)
+
+    async def jobs_sent(self, job_ids: list[int], *, now: datetime) -> None:
+        """These jobs were handed to the broker."""
+        await self.database.write(job_sql.mark_sent, job_ids, now=now)
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        """One job by id."""
+        return await self.database.read(job_sql.load_job, job_id)
+
+    async def job_depth(self) -> dict[str, int]:
+        """Unfinished jobs by status."""
+        return await self.database.read(job_sql.depth)
+
     # -- conversations and history ---------------------------------------------------------
 
     async def history(
@@ -262,6 +383,10 @@ class Store:
         return await self.database.read(
             _messages_after, conversation_id, after_id=after_id, limit=limit
         )
+
+    async def message(self, message_id: int) -> MessageRecord | None:
+        """One message by id."""
+        return await self.database.read(_message_by_id, message_id)
 
     async def conversation(self, conversation_id: str) -> ConversationRecord | None:
         """One conversation by id, or None."""
@@ -431,15 +556,31 @@ def _accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn:
     )
 
 
-def _add_note(conn: Connection, conversation_id: str, *, text: str, approval_id: str | None) -> int:
+def _add_note(
+    conn: Connection,
+    conversation_id: str,
+    *,
+    text: str,
+    approval_id: str | None,
+    payload: JsonValue = None,
+) -> int:
     values = {
         "conversation_id": conversation_id,
         "role": "system",
         "text": text,
         "approval_id": approval_id,
+        "payload": payload,
         "created_at": utcnow(),
     }
     return int(conn.execute(journal.INSERT_MESSAGE, values).scalar_one())
+
+
+def _rewrite_note(conn: Connection, message_id: int, *, text: str, payload: JsonValue) -> None:
+    conn.execute(
+        update(messages)
+        .where(messages.c.id == message_id, messages.c.role == "system")
+        .values(text=text, payload=payload)
+    )
 
 
 def _start_fresh(conn: Connection, conversation_id: str, *, note: str) -> int:
@@ -495,6 +636,7 @@ def _needing_work(conn: Connection, *, limit: int) -> list[str]:
         .join(conversations, conversations.c.id == turns.c.conversation_id)
         .where(
             turns.c.status.in_(journal.OPEN),
+            turns.c.lane == "inline",
             or_(conversations.c.lease_owner.is_(None), conversations.c.lease_expires_at < now),
         )
         .group_by(turns.c.conversation_id)
@@ -520,6 +662,11 @@ def _messages_after(
     return [_message(row, approval=found.get(row.approval_id)) for row in rows]
 
 
+def _message_by_id(conn: Connection, message_id: int) -> MessageRecord | None:
+    row = conn.execute(select(messages).where(messages.c.id == message_id)).first()
+    return None if row is None else _message(row)
+
+
 def _conversation_by_id(conn: Connection, conversation_id: str) -> ConversationRecord | None:
     row = conn.execute(select(conversations).where(conversations.c.id == conversation_id)).first()
     return None if row is None else _conversation(row)
@@ -542,6 +689,18 @@ def _open_turn_count(conn: Connection, conversation_id: str | None) -> int:
     return int(conn.execute(query).scalar_one())
 
 
+def _schedules_with_runs(
+    conn: Connection, conversation_id: str, *, runs: int
+) -> list[ScheduleRecord]:
+    found = schedule_sql.for_conversation(conn, conversation_id)
+    if not runs or not found:
+        return found
+    history = job_sql.runs_of(
+        conn, [s.id for s in found], conversation_id=conversation_id, per_schedule=runs
+    )
+    return [dataclasses.replace(s, runs=tuple(history[s.id])) for s in found]
+
+
 # -- rows to records -----------------------------------------------------------------------
 
 
@@ -556,6 +715,7 @@ def _message(row: Row[Any], *, approval: ApprovalRecord | None = None) -> Messag
         platform_message_id=row.platform_message_id,
         created_at=row.created_at,
         approval=approval,
+        payload=row.payload,
     )
 
 

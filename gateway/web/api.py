@@ -17,8 +17,15 @@ from adapters.web import (
     message_item,
     parse_decision,
     parse_message,
+    parse_schedule_action,
 )
-from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
+from agent_core.errors import (
+    AlreadyDecided,
+    ApprovalNotFound,
+    NotAllowedToChange,
+    NotAllowedToDecide,
+    ScheduleNotFound,
+)
 from agent_core.records import ConversationRecord
 from agent_core.storage.access import PairingRefused
 from gateway.routes import Handler, json_error, read_json
@@ -109,6 +116,32 @@ async def decide(request: web.Request) -> web.Response:
         extra = approval_item(current) if current else {}
         return json_error(409, "already decided", approval=extra)
     return web.json_response(approval_item(decided))
+
+
+async def change_schedule(request: web.Request) -> web.Response:
+    """Pause, resume or delete a schedule from a ``jobs`` listing's buttons: 200 with the
+    schedule's new state; 404 unknown (or not this conversation's); 403 not allowed."""
+    runtime = request.app[RUNTIME]
+    body = await read_json(request)
+    try:
+        action, user, message_id = parse_schedule_action(body)
+    except BadRequest as exc:
+        return json_error(400, str(exc))
+    schedule_id = request.match_info["id"]
+    found = await runtime.store.schedule(schedule_id)
+    if found is None or found.status == "deleted":
+        return json_error(404, f"there is no schedule {schedule_id}")
+    try:
+        changed = await runtime.dispatcher.change_schedule(
+            schedule_id, action, user=user, conversation_id=found.conversation_id
+        )
+    except NotAllowedToChange as exc:
+        return json_error(403, str(exc))
+    except ScheduleNotFound as exc:
+        return json_error(404, str(exc))
+    if message_id is not None:
+        await runtime.dispatcher.refresh_listing(message_id)
+    return web.json_response(runtime.dispatcher.schedule_item(changed))
 
 
 async def pairing_state(request: web.Request) -> web.Response:
@@ -233,6 +266,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_static("/static", STATIC)
     app.router.add_post("/api/messages", post_message)
     app.router.add_post("/api/approvals/{id}", decide)
+    app.router.add_post("/api/schedules/{id}", change_schedule)
     app.router.add_get("/api/pairing", pairing_state)
     app.router.add_post("/api/pairing/{code}", pairing_approve)
     app.router.add_get("/api/conversations", list_conversations)

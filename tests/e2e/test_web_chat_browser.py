@@ -119,3 +119,70 @@ def test_an_approval_prompt_is_pressed_and_the_result_appears(
         )
     finally:
         gateway.stop()
+
+
+def test_jobs_lists_schedules_with_working_pause_resume_delete_buttons(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """/jobs draws each schedule with its buttons: Pause stops it firing, Resume brings it
+    back, Delete removes it; reload shows the state the buttons left."""
+    model_server.script(
+        Scripted(
+            tool_calls=[
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "schedule_task",
+                        "arguments": '{"prompt": "tick", "schedule": "every 2s"}',
+                    },
+                }
+            ]
+        ),
+        "Scheduled it.",
+    )
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_SCHEDULE_TICK_SECONDS="0.3",
+        CHATGATE_SCHEDULE_MIN_SECONDS="1",
+        **model_server.settings(),
+    )
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("jobs")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("say tick every 2 seconds")
+        page.keyboard.press("Enter")
+        expect(page.locator("#messages li.assistant").first).to_have_text("Scheduled it.")
+        # The schedule fires (the fake model echoes its prompt) ...
+        expect(page.locator("#messages li.assistant", has_text="echo: tick").first).to_be_visible()
+        page.get_by_label("Message").fill("/jobs")
+        page.keyboard.press("Enter")
+        row = page.locator("#messages li.jobs .schedule").last
+        expect(row.locator(".schedule-status")).to_contain_text("active")
+        expect(row.get_by_role("button")).to_have_text(["Pause", "Delete"])
+        row.get_by_role("button", name="Pause").click()
+        expect(row.locator(".schedule-status")).to_have_text("paused")
+        expect(row.get_by_role("button")).to_have_text(["Resume", "Delete"])
+        # ... and, paused, fires no more.
+        fired = len(model_server.requests)
+        page.wait_for_timeout(3000)
+        assert len(model_server.requests) == fired
+        row.get_by_role("button", name="Resume").click()
+        expect(row.locator(".schedule-status")).to_contain_text("active")
+        model_server.wait_for_requests(fired + 1, timeout=15)  # resumed: it fires again
+        row.get_by_role("button", name="Delete").click()
+        expect(row.locator(".schedule-status")).to_have_text("deleted")
+        expect(row.get_by_role("button")).to_have_count(0)
+        page.wait_for_timeout(1000)
+        after_delete = len(model_server.requests)
+        page.wait_for_timeout(2500)
+        assert len(model_server.requests) == after_delete
+        page.reload()
+        expect(page.locator("#messages li.jobs").last).to_contain_text("No schedules")
+        page.screenshot(path=str(tmp_path / "jobs.png"))
+    finally:
+        gateway.stop()

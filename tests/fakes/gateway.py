@@ -173,3 +173,61 @@ class GatewayProcess:
     def stop(self) -> None:
         """Make sure nothing is left running."""
         self.kill()
+
+
+class RoleProcess:
+    """``chatgate worker`` or ``chatgate beat`` in its own process group (no HTTP)."""
+
+    def __init__(self, command: str, *, workdir: Path, settings: dict[str, str]) -> None:
+        self.command = command
+        self.workdir = workdir
+        self.settings = {"CHATGATE_LOG_LEVEL": "debug", **settings}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def log(self) -> str:
+        """Everything it printed, across restarts."""
+        path = self.workdir / f"{self.command}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self, *args: str) -> None:
+        """Start it (it gets ready in the background)."""
+        self.starts += 1
+        with (self.workdir / f"{self.command}.log").open("ab") as log:
+            log.write(f"--- start {self.starts} ---\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [str(CHATGATE), self.command, *args],
+                cwd=self.workdir,
+                env=child_env(**self.settings),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait_for_log(self, text: str, *, timeout: float = 30) -> None:
+        """Wait until the log (of the current start) contains ``text``."""
+        deadline = time.monotonic() + timeout
+        marker = f"--- start {self.starts} ---"
+        while time.monotonic() < deadline:
+            if text in self.log.rpartition(marker)[2]:
+                return
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(
+                    f"{self.command} exited {self.process.returncode}:\n{self.log}"
+                )
+            time.sleep(0.1)
+        raise AssertionError(
+            f"{text!r} not in the {self.command} log after {timeout}s:\n{self.log}"
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the worker and its pool children)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """Make sure nothing is left running."""
+        self.kill()

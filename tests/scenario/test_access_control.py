@@ -19,8 +19,10 @@ from agent_core.approvals import Approvals
 from agent_core.errors import NotAllowedToDecide
 from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
+from agent_core.jobs import StoredJobQueue
 from agent_core.loop import TurnRunner
 from agent_core.ratelimit import RateLimiter
+from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.storage.access import PairingRefused
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
@@ -71,6 +73,8 @@ class Harness:
             gate=gate,
             metrics=self.metrics,
             hub=WebHub(),
+            schedules=Schedules(self.store, limits=ScheduleLimits()),
+            jobs=StoredJobQueue(),
         )
 
     async def say(

@@ -311,7 +311,7 @@ async def test_text_commands_are_answered_without_the_model(
     notes = [i["text"] for i in items if i["role"] == "system"]
     assert notes[0].startswith("Commands:\n/help")
     assert notes[1].startswith("This conversation so far: 1 turns, 1 model calls,")
-    assert notes[2] == "/jobs is not available in this version yet."
+    assert notes[2].startswith("No schedules in this conversation.")
     assert notes[3].startswith("Started afresh")
     assert len(model_server.requests) == 2
     contents = [m["content"] for m in model_server.requests[1]["messages"]]

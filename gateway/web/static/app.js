@@ -83,6 +83,89 @@ function approvalCard(li, approval) {
   showDecision(li, approval);
 }
 
+const SCHEDULE_ACTIONS = {
+  active: [["pause", "Pause"], ["delete", "Delete"]],
+  paused: [["resume", "Resume"], ["delete", "Delete"]],
+  done: [["delete", "Delete"]],
+  deleted: [],
+};
+
+function runText(run) {
+  const at = (run.scheduled_for || run.finished_at || "").replace("T", " ").slice(0, 16);
+  let text = `${at} UTC ${run.status}`;
+  if (run.receipt) text += " · delivered";
+  if (run.error) text += `: ${run.error}`;
+  return text;
+}
+
+async function changeSchedule(row, messageId, schedule, action) {
+  for (const button of row.querySelectorAll("button")) button.disabled = true;
+  try {
+    const updated = await api(`/api/schedules/${schedule.id}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ action, message_id: messageId }),
+    });
+    scheduleRow(row, messageId, updated);
+  } catch (error) {
+    setStatus(error.message);
+    for (const button of row.querySelectorAll("button")) button.disabled = false;
+  }
+}
+
+function scheduleRow(row, messageId, schedule) {
+  row.replaceChildren();
+  row.dataset.schedule = schedule.id;
+  row.dataset.status = schedule.status;
+  const title = document.createElement("div");
+  title.className = "title";
+  title.textContent = `${schedule.id} · ${schedule.when}`;
+  const status = document.createElement("div");
+  status.className = "schedule-status";
+  const next = schedule.status === "active" && schedule.next_run_at
+    ? `, next ${schedule.next_run_at.replace("T", " ").slice(0, 16)} UTC` : "";
+  status.textContent = `${schedule.status}${next}`;
+  const prompt = document.createElement("div");
+  prompt.className = "prompt";
+  prompt.textContent = schedule.prompt;
+  row.append(title, status, prompt);
+  if (schedule.runs && schedule.runs.length) {
+    const runs = document.createElement("ul");
+    runs.className = "runs";
+    for (const run of schedule.runs) {
+      const li = document.createElement("li");
+      li.textContent = runText(run);
+      runs.appendChild(li);
+    }
+    row.appendChild(runs);
+  }
+  const actions = document.createElement("div");
+  actions.className = "actions";
+  for (const [action, label] of SCHEDULE_ACTIONS[schedule.status] || []) {
+    const button = document.createElement("button");
+    button.textContent = label;
+    button.dataset.action = action;
+    button.onclick = () => changeSchedule(row, messageId, schedule, action);
+    actions.appendChild(button);
+  }
+  row.appendChild(actions);
+}
+
+function jobsCard(li, item) {
+  li.classList.add("jobs");
+  li.replaceChildren();
+  const title = document.createElement("div");
+  title.className = "title";
+  title.textContent = item.jobs.length ? "Schedules in this conversation" : item.text;
+  li.appendChild(title);
+  for (const schedule of item.jobs) {
+    const row = document.createElement("div");
+    row.className = "schedule";
+    scheduleRow(row, item.id, schedule);
+    li.appendChild(row);
+  }
+}
+
 function renderItem(item) {
   if (state.seen.has(item.id)) return;
   state.seen.add(item.id);
@@ -93,6 +176,8 @@ function renderItem(item) {
   li.dataset.id = item.id;
   if (item.role === "approval" && item.approval) {
     approvalCard(li, item.approval);
+  } else if (Array.isArray(item.jobs)) {
+    jobsCard(li, item);
   } else {
     li.textContent = item.text;
     if (item.approval) {

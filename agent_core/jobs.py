@@ -1,0 +1,188 @@
+"""Queued work: the job-queue port and the code that runs one job, in either profile.
+
+A job runs one queued turn (a schedule run's delivery to one conversation, or ``bg``)
+under the job's own lease, beside the conversation's interactive turns rather than in
+their queue. The job row decides who runs it (see ``agent_core.storage.jobs``); the
+turn's journal decides what is left to do, so a job taken over after a crash repeats no
+model call that finished, no tool call that ran, and no reply that was delivered.
+
+Outcomes: the turn finished (done or failed): the job closes with the reply's receipt,
+and a schedule that failed ``failure_limit`` times in a row pauses itself and says so in
+the conversation; the turn waits for an approval: the job waits, and the decision puts it
+back in the queue; the model or the platform failed: the job goes back in the queue with
+exponential backoff, and on its last attempt the turn answers with the error instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+import structlog
+
+from agent_core.delivery import Outbound
+from agent_core.errors import LeaseLost
+from agent_core.events import Reply, utcnow
+from agent_core.loop import TurnRunner
+from agent_core.records import JobRecord, TurnStatus
+from agent_core.storage.store import Store
+
+log = structlog.get_logger("chatgate.jobs")
+
+PAUSED_NOTE = (
+    "I paused schedule {id} after {failures} failed runs in a row. Fix what it needs and "
+    "resume it with /jobs."
+)
+
+
+class JobQueue(Protocol):
+    """Where new or re-queued jobs are announced (the rows are already stored)."""
+
+    async def submit(self, job_ids: Sequence[int]) -> None:
+        """Make sure these jobs get run: wake the embedded runner, or send them to Celery.
+
+        Losing a submit loses nothing: the dispatcher sends due jobs again."""
+        ...
+
+
+class StoredJobQueue:
+    """The embedded profile: runners poll the job table, so there is nothing to send."""
+
+    async def submit(self, job_ids: Sequence[int]) -> None:
+        """Nothing to do: the rows are the queue."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPolicy:
+    """How jobs are leased, retried and given up on."""
+
+    lease_seconds: float = 30.0
+    max_attempts: int = 4
+    backoff_seconds: float = 10.0
+    backoff_max_seconds: float = 600.0
+    failure_limit: int = 3
+
+    def backoff(self, attempts: int) -> timedelta:
+        """The wait before attempt ``attempts + 1``: doubling, capped."""
+        seconds = self.backoff_seconds * 2 ** max(attempts - 1, 0)
+        return timedelta(seconds=min(seconds, self.backoff_max_seconds))
+
+
+class JobRunner:
+    """Runs one job to its end (or to its next wait) under the job's lease."""
+
+    def __init__(
+        self, store: Store, runner: TurnRunner, outbound: Outbound, *, policy: JobPolicy
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._outbound = outbound
+        self.policy = policy
+        # Awaited before each model call of a job's turn: lets interactive turns go first.
+        self.before_step: Callable[[], Awaitable[None]] | None = None
+
+    async def run(self, job_id: int | None, *, owner: str) -> JobRecord | None:
+        """Claim the job (or the next claimable one when ``job_id`` is None) and run it.
+
+        Returns the job that ran here, or None when there was nothing to claim (it is
+        done, someone else holds it, or it is not due yet)."""
+        job = await self.claim(job_id, owner=owner)
+        if job is not None:
+            await self.execute(job, owner=owner)
+        return job
+
+    async def claim(self, job_id: int | None, *, owner: str) -> JobRecord | None:
+        """Take the job's lease (see ``Store.claim_job``)."""
+        return await self._store.claim_job(job_id, owner=owner, ttl=self.policy.lease_seconds)
+
+    async def execute(self, job: JobRecord, *, owner: str) -> None:
+        """Run a claimed job until its turn ends or waits, renewing the lease meanwhile."""
+        with structlog.contextvars.bound_contextvars(
+            job_id=job.id, turn_id=job.turn_id, schedule_id=job.schedule_id
+        ):
+            log.info("job started", attempt=job.attempts)
+            try:
+                async with self._lease(job, owner=owner):
+                    await self._run(job, owner=owner)
+            except LeaseLost:
+                log.warning("job lease lost; another worker has it now")
+
+    async def _run(self, job: JobRecord, *, owner: str) -> None:
+        turn = await self._store.load_turn(job.turn_id)
+        if turn.status not in ("done", "failed"):
+            turn = await self._store.start_turn(job.turn_id)
+            last = job.attempts >= self.policy.max_attempts
+            try:
+                status = await self._runner.run_turn(
+                    turn, retry_errors=not last, before_step=self.before_step
+                )
+            except (asyncio.CancelledError, LeaseLost):
+                raise
+            except Exception as exc:
+                await self._failed_attempt(job, exc, owner=owner)
+                return
+            if status == "waiting":
+                await self._store.job_waiting(job.id, owner=owner)
+                log.info("job waiting for an approval")
+                return
+            turn = await self._store.load_turn(job.turn_id)
+        final: TurnStatus = "done" if turn.status == "done" else "failed"
+        error = None if final == "done" else (turn.error or "the turn failed")
+        outcome = await self._store.finish_job(
+            job.id,
+            owner=owner,
+            turn_status=final,
+            error=error,
+            failure_limit=self.policy.failure_limit,
+            pause_note=PAUSED_NOTE,
+        )
+        log.info("job finished", status=final, error=error)
+        if outcome is not None and outcome.paused is not None and outcome.note_id is not None:
+            log.warning("schedule paused after repeated failures", failures=outcome.paused.failures)
+            receipt = await self._outbound.send(
+                Reply(
+                    conversation=turn.conversation,
+                    text=PAUSED_NOTE.format(id=outcome.paused.id, failures=outcome.paused.failures),
+                    idempotency_key=f"job:{job.id}:paused",
+                )
+            )
+            await self._store.note_sent(outcome.note_id, receipt=receipt)
+
+    async def _failed_attempt(self, job: JobRecord, exc: Exception, *, owner: str) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        at = utcnow() + self.policy.backoff(job.attempts)
+        log.warning("job attempt failed; retrying later", error=error, retry_at=at.isoformat())
+        await self._store.retry_job(job.id, owner=owner, at=at, error=error)
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, job: JobRecord, *, owner: str) -> AsyncIterator[None]:
+        """Renew the job's lease while the body runs; cancel the body if it is lost."""
+        body = asyncio.current_task()
+        assert body is not None
+        lost = False
+        ttl = self.policy.lease_seconds
+
+        async def renew() -> None:
+            nonlocal lost
+            while True:
+                await asyncio.sleep(ttl / 3)
+                if not await self._store.renew_job(job.id, owner=owner, ttl=ttl):
+                    lost = True
+                    body.cancel()
+                    return
+
+        renewer = asyncio.create_task(renew(), name=f"job-lease:{job.id}")
+        try:
+            yield
+        except asyncio.CancelledError:
+            if lost:
+                raise LeaseLost(f"job {job.id}") from None
+            raise
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer

@@ -1,0 +1,375 @@
+"""Jobs: queued turns (schedule runs, ``bg``) and the transactions behind ``Store``'s job
+methods.
+
+A job row is the durable truth about queued work in both profiles. Whoever runs a job
+first takes its lease with a compare-and-set (``claim``): a queued job whose time has come,
+or a running one whose lease expired (its worker died). The embedded runner claims the
+next such row itself; the Celery profile sends job ids to the broker and the task claims
+the row it was given, so a duplicate message or a redelivery after a crash is a no-op.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.engine import Connection, Row
+
+from agent_core.events import utcnow
+from agent_core.records import JobOutcome, JobRecord, JobStatus, RunRecord, TurnStatus
+from agent_core.storage import journal
+from agent_core.storage.schedules import load_schedule
+from agent_core.storage.schema import jobs, messages, schedule_runs, schedules, turns
+
+_CLAIMABLE = or_(
+    and_(jobs.c.status == "queued", jobs.c.not_before <= bindparam("b_now")),
+    and_(jobs.c.status == "running", jobs.c.lease_expires_at < bindparam("b_now")),
+)
+_CLAIM = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("b_id"), _CLAIMABLE)
+    .values(
+        status="running",
+        attempts=jobs.c.attempts + 1,
+        lease_owner=bindparam("b_owner"),
+        lease_expires_at=bindparam("b_until"),
+    )
+    .returning(*jobs.c)
+)
+_NEXT = select(jobs.c.id).where(_CLAIMABLE).order_by(jobs.c.not_before, jobs.c.id).limit(1)
+_RENEW = (
+    update(jobs)
+    .where(
+        jobs.c.id == bindparam("b_id"),
+        jobs.c.status == "running",
+        jobs.c.lease_owner == bindparam("b_owner"),
+    )
+    .values(lease_expires_at=bindparam("b_until"))
+)
+_OWNED = and_(
+    jobs.c.id == bindparam("b_id"),
+    jobs.c.status == "running",
+    jobs.c.lease_owner == bindparam("b_owner"),
+)
+_RECEIPT = (
+    select(messages.c.platform_message_id)
+    .where(
+        messages.c.turn_id == bindparam("b_turn"),
+        messages.c.delivery_key.is_not(None),
+        messages.c.role.in_(("assistant", "system")),
+    )
+    .order_by(messages.c.id.desc())
+    .limit(1)
+)
+
+
+def insert_job(
+    conn: Connection,
+    *,
+    turn_id: int,
+    conversation_id: str,
+    now: datetime,
+    schedule_id: str | None = None,
+    run_id: int | None = None,
+) -> int:
+    """A queued job for a queued turn, due now."""
+    return int(
+        conn.execute(
+            insert(jobs).returning(jobs.c.id),
+            {
+                "kind": "turn",
+                "turn_id": turn_id,
+                "conversation_id": conversation_id,
+                "schedule_id": schedule_id,
+                "run_id": run_id,
+                "status": "queued",
+                "attempts": 0,
+                "not_before": now,
+                "created_at": now,
+            },
+        ).scalar_one()
+    )
+
+
+def insert_queued_turn(
+    conn: Connection,
+    *,
+    conversation_id: str,
+    user: str,
+    prompt: str,
+    reply_to: str | None,
+    now: datetime,
+) -> int:
+    """A turn run by a job rather than by the conversation's lane."""
+    return int(
+        conn.execute(
+            insert(turns).returning(turns.c.id),
+            {
+                "conversation_id": conversation_id,
+                "user_id": user,
+                "reply_to": reply_to,
+                "status": "pending",
+                "attempts": 0,
+                "lane": "queued",
+                "prompt": prompt,
+                "created_at": now,
+            },
+        ).scalar_one()
+    )
+
+
+def background(
+    conn: Connection, conversation_id: str, *, user: str, prompt: str, reply_to: str | None
+) -> int:
+    """``bg PROMPT``: a queued turn and its job; returns the job id."""
+    now = utcnow()
+    turn_id = insert_queued_turn(
+        conn,
+        conversation_id=conversation_id,
+        user=user,
+        prompt=prompt,
+        reply_to=reply_to,
+        now=now,
+    )
+    return insert_job(conn, turn_id=turn_id, conversation_id=conversation_id, now=now)
+
+
+def claim(conn: Connection, job_id: int | None, *, owner: str, ttl: float) -> JobRecord | None:
+    """Take a job's lease: the given one, or the next claimable one (``job_id`` None)."""
+    now = utcnow()
+    if job_id is None:
+        query = _NEXT
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True)
+        found = conn.execute(query, {"b_now": now}).scalar()
+        if found is None:
+            return None
+        job_id = int(found)
+    params = {
+        "b_id": job_id,
+        "b_now": now,
+        "b_owner": owner,
+        "b_until": now + timedelta(seconds=ttl),
+    }
+    row = conn.execute(_CLAIM, params).first()
+    return None if row is None else _job(row)
+
+
+def renew(conn: Connection, job_id: int, *, owner: str, ttl: float) -> bool:
+    """Extend a lease this owner still holds."""
+    params = {"b_id": job_id, "b_owner": owner, "b_until": utcnow() + timedelta(seconds=ttl)}
+    return conn.execute(_RENEW, params).rowcount == 1
+
+
+def retry(conn: Connection, job_id: int, *, owner: str, at: datetime, error: str) -> bool:
+    """Put a job back in the queue, due at ``at`` (backoff), and let go of it."""
+    statement = (
+        update(jobs)
+        .where(_OWNED)
+        .values(
+            status="queued",
+            not_before=at,
+            enqueued_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+            error=error,
+        )
+    )
+    return conn.execute(statement, {"b_id": job_id, "b_owner": owner}).rowcount == 1
+
+
+def wait(conn: Connection, job_id: int, *, owner: str) -> None:
+    """The job's turn waits for a person; a decision puts it back in the queue."""
+    statement = (
+        update(jobs).where(_OWNED).values(status="waiting", lease_owner=None, lease_expires_at=None)
+    )
+    conn.execute(statement, {"b_id": job_id, "b_owner": owner})
+
+
+def requeue_waiting(conn: Connection, turn_id: int) -> list[int]:
+    """A decision came for a queued turn: its waiting job is due again."""
+    statement = (
+        update(jobs)
+        .where(jobs.c.turn_id == turn_id, jobs.c.status == "waiting")
+        .values(status="queued", not_before=utcnow(), enqueued_at=None)
+        .returning(jobs.c.id)
+    )
+    return [int(i) for i in conn.execute(statement).scalars()]
+
+
+def finish(
+    conn: Connection,
+    job_id: int,
+    *,
+    owner: str,
+    turn_status: TurnStatus,
+    error: str | None,
+    failure_limit: int,
+    pause_note: str,
+) -> JobOutcome | None:
+    """Close a job with its turn's outcome and receipt; count the schedule's failures.
+
+    ``failure_limit`` failures in a row pause the schedule, with ``pause_note`` (formatted
+    with ``id`` and ``failures``) added to the job's conversation. None when the lease was
+    lost (someone else owns the job now).
+    """
+    row = conn.execute(select(jobs).where(_OWNED), {"b_id": job_id, "b_owner": owner}).first()
+    if row is None:
+        return None
+    now = utcnow()
+    receipt = conn.execute(_RECEIPT, {"b_turn": row.turn_id}).scalar()
+    status: JobStatus = "done" if turn_status == "done" else "failed"
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            status=status,
+            receipt=receipt,
+            error=error,
+            finished_at=now,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+    )
+    if row.schedule_id is None:
+        return JobOutcome()
+    if status == "done":
+        conn.execute(update(schedules).where(schedules.c.id == row.schedule_id).values(failures=0))
+        return JobOutcome()
+    conn.execute(
+        update(schedules)
+        .where(schedules.c.id == row.schedule_id)
+        .values(failures=schedules.c.failures + 1, updated_at=now)
+    )
+    paused = conn.execute(
+        update(schedules)
+        .where(
+            schedules.c.id == row.schedule_id,
+            schedules.c.status == "active",
+            schedules.c.failures >= failure_limit,
+        )
+        .values(status="paused", updated_at=now)
+    ).rowcount
+    if not paused:
+        return JobOutcome()
+    schedule = load_schedule(conn, row.schedule_id)
+    assert schedule is not None
+    note_id = int(
+        conn.execute(
+            journal.INSERT_MESSAGE,
+            {
+                "conversation_id": row.conversation_id,
+                "role": "system",
+                "text": pause_note.format(id=schedule.id, failures=schedule.failures),
+                "turn_id": row.turn_id,
+                "delivery_key": f"job:{job_id}:paused",
+                "created_at": now,
+            },
+        ).scalar_one()
+    )
+    return JobOutcome(paused=schedule, note_id=note_id)
+
+
+def note_sent(conn: Connection, note_id: int, *, receipt: str) -> None:
+    """The pause note was delivered."""
+    conn.execute(
+        update(messages).where(messages.c.id == note_id).values(platform_message_id=receipt)
+    )
+
+
+def to_send(conn: Connection, *, now: datetime, resend_after: timedelta) -> list[int]:
+    """Jobs a broker should (again) be given: due and never sent (or sent long ago with
+    no worker taking them: a broker that lost its data), and running ones whose worker
+    died (the lease expired) and that were not resent since."""
+    stale = now - resend_after
+    query = (
+        select(jobs.c.id)
+        .where(
+            or_(
+                and_(
+                    jobs.c.status == "queued",
+                    jobs.c.not_before <= now,
+                    or_(jobs.c.enqueued_at.is_(None), jobs.c.enqueued_at < stale),
+                ),
+                and_(
+                    jobs.c.status == "running",
+                    jobs.c.lease_expires_at < now,
+                    or_(
+                        jobs.c.enqueued_at.is_(None),
+                        jobs.c.enqueued_at < jobs.c.lease_expires_at,
+                    ),
+                ),
+            )
+        )
+        .order_by(jobs.c.id)
+        .limit(1000)
+    )
+    return [int(i) for i in conn.execute(query).scalars()]
+
+
+def mark_sent(conn: Connection, job_ids: list[int], *, now: datetime) -> None:
+    """Record that these jobs were handed to the broker."""
+    if job_ids:
+        conn.execute(update(jobs).where(jobs.c.id.in_(job_ids)).values(enqueued_at=now))
+
+
+def depth(conn: Connection) -> dict[str, int]:
+    """How many jobs are in each unfinished state."""
+    query = (
+        select(jobs.c.status, func.count())
+        .where(jobs.c.status.in_(("queued", "running", "waiting")))
+        .group_by(jobs.c.status)
+    )
+    return {str(status): int(count) for status, count in conn.execute(query).all()}
+
+
+def load_job(conn: Connection, job_id: int) -> JobRecord | None:
+    """One job by id."""
+    row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
+    return None if row is None else _job(row)
+
+
+def runs_of(
+    conn: Connection, schedule_ids: list[str], *, conversation_id: str | None, per_schedule: int
+) -> dict[str, list[RunRecord]]:
+    """The latest runs (deliveries) of each schedule, newest first."""
+    found: dict[str, list[RunRecord]] = {}
+    for schedule_id in schedule_ids:
+        query = (
+            select(jobs, schedule_runs.c.scheduled_for)
+            .outerjoin(schedule_runs, schedule_runs.c.id == jobs.c.run_id)
+            .where(jobs.c.schedule_id == schedule_id)
+            .order_by(jobs.c.id.desc())
+            .limit(per_schedule)
+        )
+        if conversation_id is not None:
+            query = query.where(jobs.c.conversation_id == conversation_id)
+        found[schedule_id] = [run(row) for row in conn.execute(query).all()]
+    return found
+
+
+def run(row: Row[Any]) -> RunRecord:
+    return RunRecord(
+        job_id=int(row.id),
+        conversation_id=row.conversation_id,
+        status=row.status,
+        scheduled_for=row.scheduled_for,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        receipt=row.receipt,
+        error=row.error,
+        attempts=int(row.attempts),
+    )
+
+
+def _job(row: Row[Any]) -> JobRecord:
+    return JobRecord(
+        id=int(row.id),
+        kind=row.kind,
+        turn_id=int(row.turn_id),
+        conversation_id=row.conversation_id,
+        schedule_id=row.schedule_id,
+        status=row.status,
+        attempts=int(row.attempts),
+    )

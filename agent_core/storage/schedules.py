@@ -1,0 +1,254 @@
+"""Schedules and their runs: the transactions behind ``Store``'s schedule methods.
+
+The dispatcher's claim is one transaction: due rows are read through the
+``(status, next_run_at)`` index (PostgreSQL locks them with ``FOR UPDATE SKIP LOCKED``,
+so two dispatchers take different rows; SQLite has one writer at a time), each fired slot
+is inserted under ``UNIQUE(schedule_id, scheduled_for)`` and only a slot that was new gets
+its turns and jobs, and the row moves on to its next fire time. Two dispatchers racing
+over the same slots therefore fire each one exactly once.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Row
+
+from agent_core.events import utcnow
+from agent_core.records import DueSchedule, NewSchedule, ScheduleRecord, ScheduleStatus
+from agent_core.schedules import ScheduleError
+from agent_core.storage.schema import schedule_runs, schedule_targets, schedules
+
+Planner = Callable[[DueSchedule], tuple[list[datetime], datetime | None]]
+"""Given a due schedule: the slots to fire now, and the next fire time (None: no more)."""
+
+_INSERT_RUN = {
+    "sqlite": sqlite.insert(schedule_runs)
+    .on_conflict_do_nothing(index_elements=["schedule_id", "scheduled_for"])
+    .returning(schedule_runs.c.id),
+    "postgresql": postgresql.insert(schedule_runs)
+    .on_conflict_do_nothing(index_elements=["schedule_id", "scheduled_for"])
+    .returning(schedule_runs.c.id),
+}
+_DUE = (
+    select(schedules)
+    .where(schedules.c.status == "active", schedules.c.next_run_at <= bindparam("b_now"))
+    .order_by(schedules.c.next_run_at)
+    .limit(bindparam("b_limit"))
+)
+_TARGETS = select(schedule_targets.c.schedule_id, schedule_targets.c.conversation_id)
+
+
+def new_schedule_id() -> str:
+    """Short enough to type: ``sc_`` and 8 hex digits (32 random bits)."""
+    return f"sc_{secrets.token_hex(4)}"
+
+
+def create(conn: Connection, new: NewSchedule) -> tuple[ScheduleRecord, bool]:
+    """Store a schedule; with a ``creation_key`` seen before, return that one (False)."""
+    if new.creation_key is not None:
+        existing = conn.execute(
+            select(schedules.c.id).where(schedules.c.creation_key == new.creation_key)
+        ).scalar()
+        if existing is not None:
+            found = load_schedule(conn, str(existing))
+            assert found is not None
+            return found, False
+    if new.limit is not None:
+        live = conn.execute(
+            select(func.count())
+            .select_from(schedules)
+            .where(
+                schedules.c.conversation_id == new.conversation_id,
+                schedules.c.status.in_(("active", "paused")),
+            )
+        ).scalar_one()
+        if live >= new.limit:
+            raise ScheduleError(
+                f"this conversation has {live} schedules, the most allowed (setting "
+                "schedules_per_conversation); cancel one first"
+            )
+    now = utcnow()
+    schedule_id = new_schedule_id()
+    conn.execute(
+        insert(schedules),
+        {
+            "id": schedule_id,
+            "conversation_id": new.conversation_id,
+            "created_by": new.created_by,
+            "prompt": new.prompt,
+            "kind": new.kind,
+            "spec": new.spec,
+            "timezone": new.timezone,
+            "anchor": new.anchor,
+            "missed": new.missed,
+            "status": "active",
+            "next_run_at": new.next_run_at,
+            "failures": 0,
+            "creation_key": new.creation_key,
+            "created_at": now,
+            "updated_at": now,
+        },
+    )
+    conn.execute(
+        insert(schedule_targets),
+        [{"schedule_id": schedule_id, "conversation_id": c} for c in new.targets],
+    )
+    created = load_schedule(conn, schedule_id)
+    assert created is not None
+    return created, True
+
+
+def load_schedule(conn: Connection, schedule_id: str) -> ScheduleRecord | None:
+    """One schedule by id, with its targets."""
+    row = conn.execute(select(schedules).where(schedules.c.id == schedule_id)).first()
+    if row is None:
+        return None
+    targets = conn.execute(
+        select(schedule_targets.c.conversation_id).where(
+            schedule_targets.c.schedule_id == schedule_id
+        )
+    ).scalars()
+    return record(row, targets=tuple(str(t) for t in targets))
+
+
+def for_conversation(conn: Connection, conversation_id: str) -> list[ScheduleRecord]:
+    """Schedules created in this conversation or delivering to it (not deleted), oldest
+    first."""
+    targeted = select(schedule_targets.c.schedule_id).where(
+        schedule_targets.c.conversation_id == conversation_id
+    )
+    rows = conn.execute(
+        select(schedules)
+        .where(
+            or_(schedules.c.conversation_id == conversation_id, schedules.c.id.in_(targeted)),
+            schedules.c.status != "deleted",
+        )
+        .order_by(schedules.c.created_at, schedules.c.id)
+    ).all()
+    ids = [row.id for row in rows]
+    by_schedule: dict[str, list[str]] = {i: [] for i in ids}
+    if ids:
+        for schedule_id, target in conn.execute(
+            _TARGETS.where(schedule_targets.c.schedule_id.in_(ids))
+        ).all():
+            by_schedule[schedule_id].append(target)
+    return [record(row, targets=tuple(by_schedule[row.id])) for row in rows]
+
+
+def set_status(
+    conn: Connection,
+    schedule_id: str,
+    *,
+    status: ScheduleStatus,
+    allowed_from: tuple[ScheduleStatus, ...],
+    next_run_at: datetime | None = None,
+) -> ScheduleRecord | None:
+    """Compare-and-set a schedule's status (and, when given, its next fire time); None
+    when it was not in one of ``allowed_from``."""
+    values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
+    if next_run_at is not None:
+        values["next_run_at"] = next_run_at
+        values["failures"] = 0
+    changed = conn.execute(
+        update(schedules)
+        .where(schedules.c.id == schedule_id, schedules.c.status.in_(allowed_from))
+        .values(**values)
+    ).rowcount
+    return load_schedule(conn, schedule_id) if changed else None
+
+
+def dispatch_due(
+    conn: Connection, *, now: datetime, plan: Planner, limit: int
+) -> tuple[int, list[int]]:
+    """Claim up to ``limit`` due schedules, fire their slots, move them on.
+
+    Returns (how many schedules were claimed, the ids of the jobs created).
+    """
+    # A late import: jobs imports this module for ``load_schedule``.
+    from agent_core.storage.jobs import insert_job, insert_queued_turn
+
+    query = _DUE
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    rows = conn.execute(query, {"b_now": now, "b_limit": limit}).all()
+    if not rows:
+        return 0, []
+    ids = [row.id for row in rows]
+    targets: dict[str, list[str]] = {i: [] for i in ids}
+    for schedule_id, target in conn.execute(
+        _TARGETS.where(schedule_targets.c.schedule_id.in_(ids))
+    ).all():
+        targets[schedule_id].append(target)
+    created: list[int] = []
+    insert_run = _INSERT_RUN[conn.dialect.name]
+    for row in rows:
+        due = DueSchedule(
+            id=row.id,
+            kind=row.kind,
+            spec=row.spec,
+            timezone=row.timezone,
+            anchor=row.anchor,
+            missed=row.missed,
+            next_run_at=row.next_run_at,
+        )
+        slots, following = plan(due)
+        for slot in slots:
+            run_id = conn.execute(
+                insert_run, {"schedule_id": row.id, "scheduled_for": slot, "created_at": now}
+            ).scalar()
+            if run_id is None:
+                continue  # another dispatcher fired this slot
+            for conversation_id in targets[row.id]:
+                turn_id = insert_queued_turn(
+                    conn,
+                    conversation_id=conversation_id,
+                    user=row.created_by,
+                    prompt=row.prompt,
+                    reply_to=None,
+                    now=now,
+                )
+                created.append(
+                    insert_job(
+                        conn,
+                        turn_id=turn_id,
+                        conversation_id=conversation_id,
+                        now=now,
+                        schedule_id=row.id,
+                        run_id=int(run_id),
+                    )
+                )
+        conn.execute(
+            update(schedules)
+            .where(schedules.c.id == row.id)
+            .values(
+                next_run_at=following,
+                status="active" if following is not None else "done",
+                updated_at=now,
+            )
+        )
+    return len(rows), created
+
+
+def record(row: Row[Any], *, targets: tuple[str, ...] = ()) -> ScheduleRecord:
+    return ScheduleRecord(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        created_by=row.created_by,
+        prompt=row.prompt,
+        kind=row.kind,
+        spec=row.spec,
+        timezone=row.timezone,
+        anchor=row.anchor,
+        missed=row.missed,
+        status=row.status,
+        next_run_at=row.next_run_at,
+        failures=int(row.failures),
+        created_at=row.created_at,
+        targets=targets,
+    )

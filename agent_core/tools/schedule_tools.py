@@ -1,0 +1,90 @@
+"""``schedule_task``, ``list_schedules`` and ``cancel_schedule``: schedules from chat.
+
+A schedule's runs post their results to the conversation that created it and run with
+its creator's permissions (the turn's user). ``schedule_task`` is idempotent by the call's
+idempotency key: re-run after a crash, it finds the schedule it already made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from agent_core.errors import ScheduleActionError
+from agent_core.schedules import ScheduleError
+from agent_core.scheduling import Schedules
+from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
+
+
+def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list[Tool]]:
+    """The factory of the three schedule tools (built once)."""
+
+    async def schedule_task(
+        context: ToolContext,
+        prompt: Annotated[str, Field(min_length=1, max_length=4000)],
+        schedule: Annotated[str, Field(min_length=1, max_length=200)],
+        timezone: str | None = None,
+        missed: Literal["skip", "run_once", "catch_up"] = "run_once",
+    ) -> str:
+        """Run a prompt later or repeatedly; each run's answer is posted to this conversation.
+
+        `schedule` is a 5-field cron expression ("0 9 * * 1-5": weekdays at 9:00),
+        `every N{s,m,h,d}` ("every 2h"), `in N{s,m,h,d}` ("in 20m": once), or an ISO-8601
+        time for one run ("2026-12-01T09:00"). Times and cron fields are read in `timezone`
+        (an IANA name such as "Europe/Berlin"; default: the server's). `missed` says what
+        happens to runs missed while chatgate was down: skip them, run once, or catch up.
+        """
+        try:
+            created, new = await schedules.create(
+                conversation_id=context.turn.conversation_id,
+                user=context.turn.user,
+                prompt=prompt,
+                spec=schedule,
+                timezone=timezone,
+                missed=missed,
+                creation_key=context.idempotency_key,
+            )
+        except ScheduleError as exc:
+            raise ToolFailed(str(exc)) from None
+        first = created.next_run_at
+        when = f"{first:%Y-%m-%d %H:%M:%S} UTC" if first is not None else "never"
+        verb = "Scheduled" if new else "Already scheduled"
+        return (
+            f"{verb} {created.id}: {schedules.recurrence(created).describe()}; first run "
+            f"{when}. Cancel with cancel_schedule({created.id!r}) or /cancel {created.id}."
+        )
+
+    async def list_schedules(context: ToolContext) -> str:
+        """List this conversation's schedules: id, when, status, next run and prompt."""
+        found = await schedules.listing(context.turn.conversation_id, runs=0)
+        if not found:
+            return "This conversation has no schedules."
+        return "\n".join(schedules.describe(s) for s in found)
+
+    async def cancel_schedule(
+        context: ToolContext, id: Annotated[str, Field(pattern=r"^sc_[0-9a-f]{8}$")]
+    ) -> str:
+        """Delete one of this conversation's schedules by id (as list_schedules shows it)."""
+        try:
+            changed = await schedules.change(
+                id,
+                "delete",
+                user=context.turn.user,
+                conversation_id=context.turn.conversation_id,
+            )
+        except ScheduleActionError as exc:
+            raise ToolFailed(str(exc)) from None
+        return f"Deleted schedule {changed.id}; it will not run again."
+
+    tools = [
+        Tool(schedule_task, idempotent=True),
+        Tool(list_schedules, idempotent=True),
+        Tool(cancel_schedule, idempotent=True),
+    ]
+
+    def factory(turn: TurnContext) -> list[Tool]:
+        return tools
+
+    return factory

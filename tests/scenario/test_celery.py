@@ -1,0 +1,149 @@
+"""The scaled profile against the real Redis: a gateway, a Celery worker and a beat as
+separate processes; a worker SIGKILLed mid-run, and the run completes once after restart."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.fakes.gateway import GatewayProcess, RoleProcess
+from tests.fakes.http_echo import EchoServer
+from tests.fakes.model_server import FakeModelServer, Scripted
+from tests.scenario.test_schedules import _assistant, _journal, _wait_for
+from tests.scenario.test_tool_crashes import tool_call
+
+REDIS = "redis://127.0.0.1:6379"
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A Redis database of its own (1-15), emptied before and after the test."""
+    client = redis.Redis.from_url(REDIS)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:  # pragma: no cover - the CI starts Redis
+        pytest.fail(f"Redis is not answering on {REDIS}: {exc}")
+    index = 1 + uuid.uuid4().int % 15
+    url = f"{REDIS}/{index}"
+    db = redis.Redis.from_url(url)
+    db.flushdb()
+    yield url
+    db.flushdb()
+    db.close()
+    client.close()
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    """The API the background turn's tool calls."""
+    with EchoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def roles(
+    database_url: str,
+    model_server: FakeModelServer,
+    echo: EchoServer,
+    redis_url: str,
+    tmp_path: Path,
+) -> Iterator[tuple[GatewayProcess, RoleProcess, RoleProcess]]:
+    """A gateway, a worker and a beat on one database and one Redis."""
+    config = tmp_path / "chatgate.toml"
+    config.write_text(f"""
+[tools.http_request]
+allowed_hosts = ["{echo.host}"]
+
+[[policy]]
+tool = "http_request"
+decision = "allow"
+""")
+    settings = {
+        "CHATGATE_DATABASE_URL": database_url,
+        "CHATGATE_REDIS_URL": redis_url,
+        "CHATGATE_CONFIG": str(config),
+        "CHATGATE_STATE_DIR": str(tmp_path / "state"),
+        "CHATGATE_LEASE_SECONDS": "2",
+        "CHATGATE_SCHEDULE_TICK_SECONDS": "0.5",
+        "CHATGATE_SCHEDULE_MIN_SECONDS": "1",
+        **model_server.settings(),
+    }
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        **{k: v for k, v in settings.items() if k != "CHATGATE_DATABASE_URL"},
+    )
+    worker = RoleProcess("worker", workdir=tmp_path, settings=settings)
+    beat = RoleProcess("beat", workdir=tmp_path, settings=settings)
+    yield gateway, worker, beat
+    for process in (worker, beat):
+        process.stop()
+    gateway.stop()
+
+
+def test_worker_and_beat_refuse_to_start_without_redis(tmp_path: Path) -> None:
+    for command in ("worker", "beat"):
+        role = RoleProcess(command, workdir=tmp_path, settings={})
+        role.start()
+        assert role.process is not None
+        assert role.process.wait(30) == 2
+        assert "CHATGATE_REDIS_URL" in role.log
+
+
+def test_a_worker_killed_mid_run_completes_the_run_once_after_restart(
+    roles: tuple[GatewayProcess, RoleProcess, RoleProcess],
+    model_server: FakeModelServer,
+    echo: EchoServer,
+    database_url: str,
+) -> None:
+    gateway, worker, beat = roles
+    never = threading.Event()
+    model_server.script(
+        tool_call("http_request", {"method": "POST", "url": f"http://{echo.host}/charge"}),
+        Scripted(text="lost with the worker", gate=never),
+        "Charged once.",
+    )
+    gateway.start()
+    worker.start("--concurrency", "1")
+    beat.start()
+    accepted = gateway.post("desk", "/bg charge the card", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    model_server.wait_for_requests(2, timeout=60)  # the tool ran; the second call hangs
+    worker.kill()
+    worker.start("--concurrency", "1")
+    items = _wait_for(gateway, conversation_id, "Charged once.", timeout=60)
+    time.sleep(1.5)
+    items = gateway.messages(conversation_id)
+    assert _assistant(items) == ["Charged once."], worker.log
+    assert echo.effects() == 1
+    assert len(model_server.requests) == 3
+    steps, job = _journal(database_url)
+    assert steps == [("tool_call", "done")]
+    assert job.status == "done"
+    assert job.receipt
+
+
+def test_a_schedule_fires_through_beat_and_worker(
+    roles: tuple[GatewayProcess, RoleProcess, RoleProcess],
+    model_server: FakeModelServer,
+) -> None:
+    gateway, worker, beat = roles
+    model_server.script(
+        tool_call("schedule_task", {"prompt": "Say the time", "schedule": "in 2s"}),
+        "Scheduled.",
+        "It is time.",
+    )
+    gateway.start()
+    worker.start("--concurrency", "1")
+    beat.start()
+    accepted = gateway.post("desk", "tell me the time in 2 seconds", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    _wait_for(gateway, conversation_id, "It is time.", timeout=60)
+    time.sleep(1.5)
+    assert _assistant(gateway.messages(conversation_id)) == ["Scheduled.", "It is time."]

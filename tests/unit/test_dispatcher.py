@@ -1,0 +1,230 @@
+"""The schedule dispatcher over a real database: each slot fires once, whoever ticks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from agent_core.errors import NotAllowedToChange, ScheduleNotFound
+from agent_core.events import InboundMessage
+from agent_core.schedules import ScheduleError
+from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.storage.database import Database
+from agent_core.storage.schema import jobs, schedule_runs, turns
+from agent_core.storage.store import Store
+from workers.dispatcher import ScheduleDispatcher
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+class Submitted:
+    """A job queue that records what it was given."""
+
+    def __init__(self) -> None:
+        self.jobs: list[int] = []
+
+    async def submit(self, job_ids: Sequence[int]) -> None:
+        self.jobs.extend(job_ids)
+
+
+async def _conversation(store: Store, name: str = "ops") -> str:
+    accepted = await store.accept_inbound(
+        InboundMessage(
+            platform="web",
+            workspace="local",
+            channel=name,
+            user="web:alice",
+            text="hello",
+            platform_event_id=f"seed-{name}",
+        ),
+        open_turn=False,
+    )
+    return accepted.conversation_id
+
+
+def _schedules(store: Store, **limits: object) -> Schedules:
+    return Schedules(store, limits=ScheduleLimits(**limits), admins=["web:admin"])  # type: ignore[arg-type]
+
+
+async def _count(database: Database, table: object) -> int:
+    return await database.read(
+        lambda conn: int(conn.execute(select(func.count()).select_from(table)).scalar_one())  # type: ignore[arg-type]
+    )
+
+
+async def test_two_dispatchers_fire_each_of_100_due_slots_once(
+    database: Database, database_url: str
+) -> None:
+    store = Store(database)
+    schedules = _schedules(store, per_conversation=1000)
+    conversation_id = await _conversation(store)
+    for index in range(100):
+        await schedules.create(
+            conversation_id=conversation_id,
+            user="web:alice",
+            prompt=f"task {index}",
+            spec="every 1h",
+            now=T0 - timedelta(hours=1),
+            creation_key=f"k{index}",
+        )
+    # A second process: its own connections to the same database.
+    other = Database(database_url)
+    try:
+        other_store = Store(other)
+        first, second = Submitted(), Submitted()
+        a = ScheduleDispatcher(store, schedules, first, batch=7)
+        b = ScheduleDispatcher(other_store, _schedules(other_store), second, batch=7)
+        now = T0 + timedelta(seconds=1)
+        ticks = await asyncio.gather(*(d.tick(now) for d in (a, b, a, b)))
+    finally:
+        await other.dispose()
+    assert sum(t.jobs for t in ticks) == 100
+    assert sorted(first.jobs + second.jobs) == sorted(set(first.jobs + second.jobs))
+    assert await _count(database, schedule_runs) == 100
+    assert await _count(database, jobs) == 100
+    slots = await database.read(
+        lambda conn: conn.execute(select(schedule_runs.c.scheduled_for).distinct()).scalars().all()
+    )
+    assert slots == [T0]
+    # Every schedule moved on to its next hour.
+    listed = await store.schedules_for(conversation_id)
+    assert {s.next_run_at for s in listed} == {T0 + timedelta(hours=1)}
+    # Ticking again at the same time fires nothing more.
+    again = await ScheduleDispatcher(store, schedules, first).tick(now)
+    assert again.jobs == 0
+
+
+async def test_a_paused_schedule_does_not_fire_and_resumes_from_now(database: Database) -> None:
+    store = Store(database)
+    schedules = _schedules(store)
+    conversation_id = await _conversation(store)
+    created, new = await schedules.create(
+        conversation_id=conversation_id,
+        user="web:alice",
+        prompt="report",
+        spec="every 10m",
+        now=T0,
+    )
+    assert new
+    assert created.next_run_at == T0 + timedelta(minutes=10)
+    paused = await schedules.change(created.id, "pause", user="web:alice")
+    assert paused.status == "paused"
+    queue = Submitted()
+    dispatcher = ScheduleDispatcher(store, schedules, queue)
+    assert (await dispatcher.tick(T0 + timedelta(hours=2))).jobs == 0
+    resumed = await schedules.change(
+        created.id, "resume", user="web:alice", now=T0 + timedelta(hours=2, minutes=1)
+    )
+    assert resumed.status == "active"
+    assert resumed.next_run_at == T0 + timedelta(hours=2, minutes=10)
+    assert (await dispatcher.tick(T0 + timedelta(hours=2, minutes=10))).jobs == 1
+    deleted = await schedules.change(created.id, "delete", user="web:admin")
+    assert deleted.status == "deleted"
+    assert (await dispatcher.tick(T0 + timedelta(hours=5))).jobs == 0
+    assert await store.schedules_for(conversation_id) == []
+
+
+async def test_only_the_creator_or_an_admin_may_change_a_schedule(database: Database) -> None:
+    store = Store(database)
+    schedules = _schedules(store)
+    conversation_id = await _conversation(store)
+    other_conversation = await _conversation(store, "elsewhere")
+    created, _ = await schedules.create(
+        conversation_id=conversation_id, user="web:alice", prompt="x", spec="every 1h", now=T0
+    )
+    with pytest.raises(NotAllowedToChange):
+        await schedules.change(created.id, "delete", user="web:mallory")
+    with pytest.raises(ScheduleNotFound):
+        await schedules.change(
+            created.id, "delete", user="web:alice", conversation_id=other_conversation
+        )
+    with pytest.raises(ScheduleNotFound):
+        await schedules.change("sc_00000000", "pause", user="web:alice")
+    assert (await schedules.change(created.id, "pause", user="web:admin")).status == "paused"
+
+
+async def test_creation_is_idempotent_and_limited(database: Database) -> None:
+    store = Store(database)
+    schedules = _schedules(store, per_conversation=2, min_interval=timedelta(minutes=5))
+    conversation_id = await _conversation(store)
+    args = {"conversation_id": conversation_id, "user": "web:alice", "now": T0}
+    one, new = await schedules.create(prompt="a", spec="every 1h", creation_key="7:3", **args)  # type: ignore[arg-type]
+    again, new_again = await schedules.create(
+        prompt="a",
+        spec="every 1h",
+        creation_key="7:3",
+        **args,  # type: ignore[arg-type]
+    )
+    assert new
+    assert not new_again
+    assert again.id == one.id
+    with pytest.raises(ScheduleError, match="minimum"):
+        await schedules.create(prompt="b", spec="every 1m", **args)  # type: ignore[arg-type]
+    with pytest.raises(ScheduleError, match="empty"):
+        await schedules.create(prompt="  ", spec="every 1h", **args)  # type: ignore[arg-type]
+    await schedules.create(prompt="b", spec="0 9 * * *", **args)  # type: ignore[arg-type]
+    with pytest.raises(ScheduleError, match="schedules_per_conversation"):
+        await schedules.create(prompt="c", spec="0 10 * * *", **args)  # type: ignore[arg-type]
+
+
+async def test_a_one_shot_fires_once_then_is_done(database: Database) -> None:
+    store = Store(database)
+    schedules = _schedules(store)
+    conversation_id = await _conversation(store)
+    created, _ = await schedules.create(
+        conversation_id=conversation_id,
+        user="web:alice",
+        prompt="remind me",
+        spec="in 2h",
+        now=T0,
+    )
+    assert created.kind == "once"
+    queue = Submitted()
+    dispatcher = ScheduleDispatcher(store, schedules, queue)
+    assert (await dispatcher.tick(T0 + timedelta(hours=1))).jobs == 0
+    assert (await dispatcher.tick(T0 + timedelta(hours=2))).jobs == 1
+    assert (await dispatcher.tick(T0 + timedelta(hours=3))).jobs == 0
+    done = await store.schedule(created.id)
+    assert done is not None
+    assert done.status == "done"
+    assert done.next_run_at is None
+    # The run is a queued turn of the conversation, asking the schedule's prompt.
+    turn = await store.load_turn(
+        await database.read(lambda conn: int(conn.execute(select(turns.c.id)).scalar_one()))
+    )
+    assert turn.trigger_text == "remind me"
+    assert turn.user == "web:alice"
+    assert turn.status == "pending"
+
+
+async def test_missed_runs_follow_the_schedule_policy(database: Database) -> None:
+    store = Store(database)
+    schedules = _schedules(store, grace=timedelta(minutes=1), catch_up_max=3)
+    conversation_id = await _conversation(store)
+    for missed in ("skip", "run_once", "catch_up"):
+        await schedules.create(
+            conversation_id=conversation_id,
+            user="web:alice",
+            prompt=missed,
+            spec="every 1h",
+            missed=missed,  # type: ignore[arg-type]
+            now=T0,
+        )
+    queue = Submitted()
+    # Down for ten hours and a half: ten slots passed, none on time.
+    tick = await ScheduleDispatcher(store, schedules, queue).tick(
+        T0 + timedelta(hours=10, minutes=30)
+    )
+    by_prompt = await database.read(
+        lambda conn: dict(
+            conn.execute(select(turns.c.prompt, func.count()).group_by(turns.c.prompt)).all()  # type: ignore[arg-type]
+        )
+    )
+    assert by_prompt == {"run_once": 1, "catch_up": 3}
+    assert tick.jobs == 4
+    listed = await store.schedules_for(conversation_id)
+    assert {s.next_run_at for s in listed} == {T0 + timedelta(hours=11)}

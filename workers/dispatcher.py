@@ -1,0 +1,88 @@
+"""The schedule dispatcher: one tick fires every due slot and hands its jobs to the queue.
+
+Safe to run in many processes at once (two beats, several embedded runners): the claim is
+one transaction per batch and each slot is unique in ``schedule_runs`` (see
+``agent_core.storage.schedules``). With a broker, a tick also re-sends jobs the broker
+never got (a crash between commit and publish), lost (a broker restart), or whose worker
+died mid-run (its lease expired): the job row, not the broker, is the truth.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+
+from agent_core.events import utcnow
+from agent_core.jobs import JobQueue
+from agent_core.scheduling import Schedules
+from agent_core.storage.store import Store
+
+log = structlog.get_logger("chatgate.dispatcher")
+
+BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """What one tick did."""
+
+    schedules: int
+    jobs: int
+    resent: int
+    seconds: float
+
+
+class ScheduleDispatcher:
+    """Claims due schedules, creates their runs and jobs, and submits them."""
+
+    def __init__(
+        self,
+        store: Store,
+        schedules: Schedules,
+        queue: JobQueue,
+        *,
+        resend_after: timedelta | None = None,
+        batch: int = BATCH,
+    ) -> None:
+        self._store = store
+        self._schedules = schedules
+        self._queue = queue
+        self._resend_after = resend_after
+        self._batch = batch
+
+    async def tick(self, now: datetime | None = None) -> Tick:
+        """Fire everything due at ``now`` (default: the clock)."""
+        started = time.perf_counter()
+        now = now or utcnow()
+        claimed = 0
+        created: list[int] = []
+        while True:
+            count, jobs = await self._store.dispatch_due(
+                now=now, plan=lambda due: self._schedules.plan(due, now=now), limit=self._batch
+            )
+            claimed += count
+            created.extend(jobs)
+            if jobs:
+                await self._queue.submit(jobs)
+            if count < self._batch:
+                break
+        resent = 0
+        if self._resend_after is not None:
+            lost = await self._store.jobs_to_send(now=now, resend_after=self._resend_after)
+            lost = [job for job in lost if job not in created]
+            if lost:
+                await self._queue.submit(lost)
+                resent = len(lost)
+        tick = Tick(claimed, len(created), resent, time.perf_counter() - started)
+        if claimed or resent:
+            log.info(
+                "dispatched",
+                schedules=tick.schedules,
+                jobs=tick.jobs,
+                resent=tick.resent,
+                seconds=round(tick.seconds, 4),
+            )
+        return tick

@@ -1,0 +1,252 @@
+"""The worker's wiring point, and the agent core every process builds the same way.
+
+``build_core`` picks the concrete model, tools, permissions and runners from the settings;
+the gateway (``gateway.app``) and the Celery worker processes (``WorkerRuntime``) both use
+it, so a scheduled turn on a worker runs exactly like an interactive one on a gateway.
+
+A Celery worker process runs its async code on one event loop that lives as long as the
+process, on its own thread (ARCHITECTURE.md: never ``asyncio.run`` per task with cached
+clients); tasks hand it coroutines with ``run_coroutine_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import structlog
+
+from adapters.web import WebHub, WebSender
+from agent_core.delivery import Outbound, OutboundRouter
+from agent_core.faults import FaultPoints
+from agent_core.jobs import JobPolicy, JobQueue, JobRunner
+from agent_core.loop import TurnRunner
+from agent_core.model import Model
+from agent_core.permissions import Permissions
+from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.secrets import Secrets
+from agent_core.settings import Settings
+from agent_core.storage.database import Database
+from agent_core.storage.store import Store
+from agent_core.tool_steps import ToolRound
+from agent_core.tools.http_request import http_request_factory
+from agent_core.tools.registry import ToolRegistry
+from agent_core.tools.run_command import SandboxLimits, run_command_factory
+from agent_core.tools.schedule_tools import schedule_tools_factory
+from workers.dispatcher import ScheduleDispatcher
+
+log = structlog.get_logger("chatgate.worker")
+T = TypeVar("T")
+
+
+def process_owner() -> str:
+    """A lease owner name unique to this process (and this start of it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def build_model(settings: Settings) -> Model | None:
+    """The configured model, or None when ``CHATGATE_MODEL`` is unset."""
+    if not settings.model:
+        return None
+    from agent_core.model_litellm import LiteLLMModel
+
+    return LiteLLMModel(
+        settings.model,
+        api_base=settings.model_api_base,
+        api_key=settings.model_api_key.get_secret_value() if settings.model_api_key else None,
+        fallbacks=settings.fallback_models,
+        timeout=settings.model_timeout,
+        retries=settings.model_retries,
+        context_tokens=settings.model_context_tokens,
+    )
+
+
+def load_secrets(settings: Settings) -> Secrets:
+    """Read each ``[secrets]`` variable once; a missing one is logged (doctor reports it)."""
+    values: dict[str, str] = {}
+    for name, variable in settings.secrets.items():
+        value = os.environ.get(variable, "")
+        if not value:
+            log.warning("secret not set", secret=name, variable=variable)
+        values[name] = value
+    return Secrets(values)
+
+
+def build_schedules(settings: Settings, store: Store) -> Schedules:
+    """Schedules with the configured limits."""
+    return Schedules(
+        store,
+        limits=ScheduleLimits(
+            timezone=settings.timezone,
+            min_interval=timedelta(seconds=settings.schedule_min_seconds),
+            grace=timedelta(seconds=settings.schedule_grace_seconds),
+            catch_up_max=settings.schedule_catch_up_max,
+            per_conversation=settings.schedules_per_conversation,
+        ),
+        admins=settings.admins,
+    )
+
+
+def build_tools(settings: Settings, secrets: Secrets, schedules: Schedules) -> ToolRegistry:
+    """The built-in tools, configured from ``[tools.*]``."""
+    http = settings.tools.http_request
+    return ToolRegistry(
+        [
+            schedule_tools_factory(schedules),
+            run_command_factory(
+                settings.state_dir.resolve(),
+                SandboxLimits(**settings.tools.run_command.model_dump()),
+            ),
+            http_request_factory(
+                allowed_hosts=http.allowed_hosts,
+                secrets=secrets,
+                timeout=http.timeout,
+                output_limit=http.output_limit,
+            ),
+        ]
+    )
+
+
+@dataclass(kw_only=True)
+class Core:
+    """The agent core of one process."""
+
+    store: Store
+    model: Model | None
+    outbound: Outbound
+    runner: TurnRunner
+    schedules: Schedules
+    jobs: JobRunner
+    faults: FaultPoints
+
+
+def build_core(
+    settings: Settings,
+    store: Store,
+    *,
+    outbound: Outbound,
+    model: Model | None,
+    observer: Any = None,
+) -> Core:
+    """The turn runner, its tools and the job runner, from the settings."""
+    faults = FaultPoints(settings.test_fault)
+    secrets = load_secrets(settings)
+    schedules = build_schedules(settings, store)
+    tool_round = ToolRound(
+        store,
+        outbound=outbound,
+        permissions=Permissions(settings.policy),
+        secrets=secrets,
+        approval_ttl=timedelta(minutes=settings.approval_minutes),
+        faults=faults,
+        observer=observer,
+    )
+    runner = TurnRunner(
+        store,
+        model=model,
+        outbound=outbound,
+        system_prompt=settings.system_prompt,
+        reply_max_tokens=settings.reply_max_tokens,
+        max_steps=settings.max_steps,
+        tools=build_tools(settings, secrets, schedules),
+        tool_round=tool_round,
+        faults=faults,
+        observer=observer,
+    )
+    jobs = JobRunner(
+        store,
+        runner,
+        outbound,
+        policy=JobPolicy(
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.job_attempts,
+            backoff_seconds=settings.job_backoff_seconds,
+            failure_limit=settings.schedule_failure_limit,
+        ),
+    )
+    return Core(
+        store=store,
+        model=model,
+        outbound=outbound,
+        runner=runner,
+        schedules=schedules,
+        jobs=jobs,
+        faults=faults,
+    )
+
+
+def send_only_outbound() -> Outbound:
+    """Delivery for a process with no live platform connection: each platform's
+    send-only client (the web chat's stores and polls, so it needs none)."""
+    return OutboundRouter({"web": WebSender(WebHub())})
+
+
+class WorkerRuntime:
+    """One per Celery worker process: a long-lived event loop on a thread and the core."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.owner = process_owner()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="chatgate-loop", daemon=True
+        )
+        self._database: Database | None = None
+        self.core: Core | None = None
+        self.dispatcher: ScheduleDispatcher | None = None
+
+    def start(self) -> None:
+        """Start the loop and open the database (migrating it)."""
+        self._thread.start()
+        self.call(self._open(), timeout=120)
+
+    async def _open(self) -> None:
+        database = Database(self.settings.database_url)
+        await database.migrate()
+        self._database = database
+        store = Store(database)
+        self.core = build_core(
+            self.settings,
+            store,
+            outbound=send_only_outbound(),
+            model=build_model(self.settings),
+        )
+
+    def attach_dispatcher(self, queue: JobQueue) -> None:
+        """Let this process tick the schedule dispatcher, submitting to ``queue``."""
+        assert self.core is not None
+        self.dispatcher = ScheduleDispatcher(
+            self.core.store,
+            self.core.schedules,
+            queue,
+            # Long enough that a job waiting in a busy broker is not sent twice.
+            resend_after=timedelta(seconds=2 * self.settings.job_time_limit_seconds),
+        )
+
+    def call(self, coroutine: Coroutine[Any, Any, T], *, timeout: float) -> T:
+        """Run a coroutine on the process's loop and wait for its result."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        """Close the database and stop the loop."""
+        if self._database is not None:
+            database = self._database
+            self._database = None
+            try:
+                self.call(database.dispose(), timeout=10)
+            except Exception:
+                log.exception("closing the database failed")
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
