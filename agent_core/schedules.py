@@ -9,7 +9,9 @@ Three kinds of schedule
     Five fields (minute hour day-of-month month day-of-week), read in the wall-clock time of
     the schedule's IANA time zone. ``@hourly @daily @weekly @monthly @yearly`` are stored as
     their five-field equivalents; six- and seven-field expressions (seconds, years), other
-    macros and the hashed/random ``H``/``R`` values are refused.
+    macros and the hashed/random ``H``/``R`` values are refused. Field syntax is croniter's:
+    names (``mon-fri``), steps, lists, ranges, and ``L``/``#``/``W``; when both day fields
+    are restricted a day matching either one fires, as in standard cron.
 ``interval``
     ``every N`` seconds, minutes, hours or days, stored as ``every 2h`` together with an
     *anchor*: the instant the schedule was created. ``s``/``m``/``h`` are elapsed time: fires

@@ -5,7 +5,7 @@ in ``agent_core.storage.schedules``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
@@ -49,18 +49,34 @@ class Schedules:
         spec: str,
         timezone: str | None = None,
         missed: MissedPolicy = "run_once",
+        also_in: Sequence[str] = (),
         creation_key: str | None = None,
         now: datetime | None = None,
     ) -> tuple[ScheduleRecord, bool]:
-        """Store a schedule whose results go to ``conversation_id``.
+        """Store a schedule whose results go to ``conversation_id`` (and, for admins, to
+        the conversations named in ``also_in`` as ``platform:channel``: each delivery is a
+        job of its own).
 
         Raises ``ScheduleError`` (with a message for the user) for a bad spec or time zone,
-        a recurrence more frequent than the minimum interval, an empty prompt, or too many
-        schedules in the conversation. Returns (the schedule, False) when ``creation_key``
-        made it before."""
+        a recurrence more frequent than the minimum interval, an empty prompt, an unknown
+        or forbidden extra conversation, or too many schedules in the conversation.
+        Returns (the schedule, False) when ``creation_key`` made it before."""
         now = now or utcnow()
         if not prompt.strip():
             raise ScheduleError("the prompt is empty: say what to do at each run")
+        targets = [conversation_id]
+        if also_in and user not in self._admins:
+            raise ScheduleError("only an admin may post a schedule's results to other chats")
+        for name in also_in:
+            platform, _sep, channel = name.partition(":")
+            found = await self._store.find_conversation(platform, channel)
+            if found is None:
+                raise ScheduleError(
+                    f"no conversation {name!r} (use platform:channel of a chat I am in, "
+                    "e.g. slack:C0123 or web:ops)"
+                )
+            if found not in targets:
+                targets.append(found)
         recurrence = parse_recurrence(spec, timezone or self.limits.timezone, now=now)
         gap = min_gap(recurrence, start=now)
         if gap is not None and gap < self.limits.min_interval:
@@ -82,7 +98,7 @@ class Schedules:
                 anchor=recurrence.anchor,
                 missed=missed,
                 next_run_at=first,
-                targets=(conversation_id,),
+                targets=tuple(targets),
                 creation_key=creation_key,
                 limit=self.limits.per_conversation,
             )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from adapters.web import is_loopback
 from agent_core.errors import ModelError, StorageError
@@ -65,9 +66,14 @@ async def _redis(settings: Settings) -> Check:
     import redis.asyncio as aioredis
 
     client = aioredis.from_url(settings.redis_url, socket_connect_timeout=3)
+    policy: str | None = None
     try:
         async with asyncio.timeout(5):
             await client.ping()
+            with contextlib.suppress(aioredis.RedisError):  # CONFIG may be disabled
+                found: dict[Any, Any] = await client.config_get("maxmemory-policy")
+                for value in found.values():
+                    policy = (value.decode() if isinstance(value, bytes) else str(value)) or None
     except (OSError, TimeoutError, aioredis.RedisError) as exc:
         return Check(
             "redis",
@@ -77,7 +83,15 @@ async def _redis(settings: Settings) -> Check:
         )
     finally:
         await client.aclose()
-    return Check("redis", "ok", "answers PING")
+    if policy not in (None, "noeviction"):
+        return Check(
+            "redis",
+            "WARN",
+            f"answers PING; maxmemory-policy is {policy}: under memory pressure Redis may "
+            "evict queued jobs and Celery's bindings",
+            "set `maxmemory-policy noeviction` in redis.conf (CONFIG SET works until restart)",
+        )
+    return Check("redis", "ok", "answers PING" + (f", maxmemory-policy {policy}" if policy else ""))
 
 
 async def _model(settings: Settings) -> Check:

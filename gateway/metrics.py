@@ -57,6 +57,13 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.jobs = Gauge(
+            "chatgate_jobs",
+            "Queued turns (schedule runs, bg) not finished, by status (queued, running, "
+            "waiting), in the whole database.",
+            ["status"],
+            registry=self.registry,
+        )
         self.turns_in_flight = Gauge(
             "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
         )
@@ -64,6 +71,11 @@ class Metrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+    def jobs_seen(self, depth: dict[str, int]) -> None:
+        """Set the job gauges from a count by status."""
+        for status in ("queued", "running", "waiting"):
+            self.jobs.labels(status).set(depth.get(status, 0))
 
     def tool_called(self, tool: str, status: str) -> None:
         """Count a tool call's outcome."""

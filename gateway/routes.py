@@ -77,7 +77,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format."""
-    body = request.app[RUNTIME].metrics.render()
+    runtime = request.app[RUNTIME]
+    try:
+        async with asyncio.timeout(2):
+            runtime.metrics.jobs_seen(await runtime.store.job_depth())
+    except (TimeoutError, StorageError):
+        pass  # the other metrics still answer
+    body = runtime.metrics.render()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
 

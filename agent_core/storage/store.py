@@ -384,6 +384,10 @@ class Store:
             _messages_after, conversation_id, after_id=after_id, limit=limit
         )
 
+    async def find_conversation(self, platform: str, channel: str) -> str | None:
+        """The id of a channel's own conversation (not one of its threads), if we know it."""
+        return await self.database.read(_find_conversation, platform, channel)
+
     async def message(self, message_id: int) -> MessageRecord | None:
         """One message by id."""
         return await self.database.read(_message_by_id, message_id)
@@ -660,6 +664,17 @@ def _messages_after(
     rows = conn.execute(_MESSAGES_AFTER, params).all()
     found = approval_sql.load_many(conn, [r.approval_id for r in rows if r.approval_id])
     return [_message(row, approval=found.get(row.approval_id)) for row in rows]
+
+
+def _find_conversation(conn: Connection, platform: str, channel: str) -> str | None:
+    query = (
+        select(conversations.c.id)
+        .where(conversations.c.platform == platform, conversations.c.channel == channel)
+        .order_by(conversations.c.thread, conversations.c.created_at)
+        .limit(1)
+    )
+    found = conn.execute(query).scalar()
+    return None if found is None else str(found)
 
 
 def _message_by_id(conn: Connection, message_id: int) -> MessageRecord | None:

@@ -27,6 +27,7 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         schedule: Annotated[str, Field(min_length=1, max_length=200)],
         timezone: str | None = None,
         missed: Literal["skip", "run_once", "catch_up"] = "run_once",
+        also_in: Annotated[list[str], Field(max_length=20)] | None = None,
     ) -> str:
         """Run a prompt later or repeatedly; each run's answer is posted to this conversation.
 
@@ -35,6 +36,8 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         time for one run ("2026-12-01T09:00"). Times and cron fields are read in `timezone`
         (an IANA name such as "Europe/Berlin"; default: the server's). `missed` says what
         happens to runs missed while chatgate was down: skip them, run once, or catch up.
+        `also_in` (admins only) posts each run's answer to other chats too, named
+        platform:channel (e.g. "slack:C0123", "web:ops").
         """
         try:
             created, new = await schedules.create(
@@ -44,6 +47,7 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
                 spec=schedule,
                 timezone=timezone,
                 missed=missed,
+                also_in=also_in or (),
                 creation_key=context.idempotency_key,
             )
         except ScheduleError as exc:

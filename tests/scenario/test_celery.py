@@ -147,3 +147,46 @@ def test_a_schedule_fires_through_beat_and_worker(
     _wait_for(gateway, conversation_id, "It is time.", timeout=60)
     time.sleep(1.5)
     assert _assistant(gateway.messages(conversation_id)) == ["Scheduled.", "It is time."]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_run_with_redis_starts_a_worker_and_a_beat_that_die_with_it(
+    roles: tuple[GatewayProcess, RoleProcess, RoleProcess],
+    model_server: FakeModelServer,
+) -> None:
+    gateway, _worker, _beat = roles
+    model_server.script("background answer")
+    gateway.start(command="run")
+    assert gateway.pid is not None
+    accepted = gateway.post("desk", "/bg work on it", id="m-1")
+    _wait_for(gateway, str(accepted["conversation_id"]), "background answer", timeout=60)
+    children = _children(gateway.pid)
+    assert len(children) == 2, gateway.log
+    # SIGKILL of `chatgate run` alone (not its group): the children must not outlive it.
+    assert gateway.process is not None
+    gateway.process.kill()
+    gateway.process.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_alive(child) for child in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(child) for child in children)

@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select, update
 
 from agent_core.approvals import Approvals
-from agent_core.errors import ModelError
+from agent_core.errors import DeliveryError, ModelError
 from agent_core.events import ApprovalPrompt, InboundMessage, Reply, utcnow
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.loop import TurnRunner
 from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.permissions import Permissions, PolicyRule
+from agent_core.schedules import ScheduleError
 from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
@@ -219,3 +221,77 @@ async def test_a_job_whose_runner_died_is_taken_over_after_its_lease(database: D
     assert taken.attempts == 2
     assert [r.text for r in _replies(harness.outbound)] == ["late answer"]
     assert await harness.store.renew_job(job_id, owner="dead", ttl=30) is False
+
+
+class PickyOutbound(RecordingOutbound):
+    """Delivers everywhere except to one channel, whose platform is down."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__()
+        self.broken = broken
+
+    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+        if reply.conversation.channel == self.broken:
+            raise DeliveryError(f"{self.broken} is down")
+        return await super().send(reply)
+
+
+async def test_fan_out_delivers_to_each_target_independently(database: Database) -> None:
+    harness = Harness(database, ScriptedModel())
+    outbound = PickyOutbound("broken-room")
+    harness.runner = TurnRunner(
+        harness.store, model=ScriptedModel(), outbound=outbound, system_prompt="s"
+    )
+    harness.jobs = JobRunner(harness.store, harness.runner, outbound, policy=POLICY)
+    schedules = Schedules(harness.store, limits=ScheduleLimits(), admins=["web:admin"])
+    home = await harness.conversation()
+    for room in ("ops-room", "broken-room"):
+        await harness.store.accept_inbound(
+            InboundMessage(
+                platform="web",
+                workspace="local",
+                channel=room,
+                user="web:admin",
+                text="hi",
+                platform_event_id=f"seed-{room}",
+            ),
+            open_turn=False,
+        )
+    with pytest.raises(ScheduleError, match="only an admin"):
+        await schedules.create(
+            conversation_id=home, user="web:alice", prompt="p", spec="in 1h", also_in=["web:x"]
+        )
+    with pytest.raises(ScheduleError, match="no conversation 'web:nowhere'"):
+        await schedules.create(
+            conversation_id=home,
+            user="web:admin",
+            prompt="p",
+            spec="in 1h",
+            also_in=["web:nowhere"],
+        )
+    created, _ = await schedules.create(
+        conversation_id=home,
+        user="web:admin",
+        prompt="status report",
+        spec="in 1h",
+        also_in=["web:ops-room", "web:broken-room"],
+    )
+    assert len(created.targets) == 3
+    now = utcnow() + timedelta(hours=1, seconds=1)
+    _count, job_ids = await harness.store.dispatch_due(
+        now=now, plan=lambda due: schedules.plan(due, now=now)
+    )
+    assert len(job_ids) == 3
+    for job_id in job_ids:
+        await harness.make_due(job_id)
+    # Three deliveries, three jobs: the broken target fails and waits for its retry while
+    # the other two are delivered.
+    while await harness.jobs.run(None, owner="w1") is not None:
+        pass
+    rows = [await harness.job_row(j) for j in job_ids]
+    assert sorted(str(row["status"]) for row in rows) == ["done", "done", "queued"]
+    channels = sorted(r.conversation.channel for r in _replies(outbound))
+    assert channels == ["ops", "ops-room"]
+    [broken] = [row for row in rows if row["status"] == "queued"]
+    assert broken["error"] == "DeliveryError: broken-room is down"
+    assert all(row["receipt"] for row in rows if row["status"] == "done")
