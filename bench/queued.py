@@ -40,28 +40,33 @@ class _Nowhere:
         """Jobs stay in the table."""
 
 
+async def _seed_conversation(store: Store, name: str) -> str:
+    accepted = await store.accept_inbound(
+        InboundMessage(
+            platform="web",
+            workspace="local",
+            channel=name,
+            user="web:bench",
+            text="seed",
+            platform_event_id=f"seed-{name}",
+        ),
+        open_turn=False,
+    )
+    return accepted.conversation_id
+
+
 async def _tick_seconds(url: str, total: int) -> float:
     database = Database(url)
     await database.migrate()
     store = Store(database)
     try:
-        accepted = await store.accept_inbound(
-            InboundMessage(
-                platform="web",
-                workspace="local",
-                channel="bench",
-                user="web:bench",
-                text="seed",
-                platform_event_id="seed",
-            ),
-            open_turn=False,
-        )
+        conversation_id = await _seed_conversation(store, "bench")
         now = utcnow()
         later = now + timedelta(days=30)
         rows = [
             {
                 "id": f"sc_{index:08x}",
-                "conversation_id": accepted.conversation_id,
+                "conversation_id": conversation_id,
                 "created_by": "web:bench",
                 "prompt": "report",
                 "kind": "interval",
@@ -77,9 +82,7 @@ async def _tick_seconds(url: str, total: int) -> float:
             }
             for index in range(total)
         ]
-        targets = [
-            {"schedule_id": row["id"], "conversation_id": accepted.conversation_id} for row in rows
-        ]
+        targets = [{"schedule_id": row["id"], "conversation_id": conversation_id} for row in rows]
         for start in range(0, total, 10_000):
             chunk = rows[start : start + 10_000]
             chunk_targets = targets[start : start + 10_000]
@@ -183,20 +186,10 @@ async def _queue_background(url: str, count: int) -> None:
     database = Database(url)
     store = Store(database)
     try:
-        accepted = await store.accept_inbound(
-            InboundMessage(
-                platform="web",
-                workspace="local",
-                channel="batch",
-                user="web:bench",
-                text="seed",
-                platform_event_id="batch-seed",
-            ),
-            open_turn=False,
-        )
+        conversation_id = await _seed_conversation(store, "batch")
         for index in range(count):
             await store.background_turn(
-                accepted.conversation_id,
+                conversation_id,
                 user="web:bench",
                 prompt=f"background {index}",
                 reply_to=None,

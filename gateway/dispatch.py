@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import structlog
@@ -131,10 +132,8 @@ class Dispatcher:
                 await self._gate.tell(
                     event, accepted, await self._background(command, event, accepted)
                 )
-            case _:
-                await self._gate.tell(
-                    event, accepted, f"/{command.name} is not available in this version yet."
-                )
+            case "schedule":
+                await self._gate.tell(event, accepted, SCHEDULE_HOW)
 
     async def jobs_listing(self, conversation_id: str) -> tuple[str, dict[str, JsonValue]]:
         """``jobs``: the conversation's schedules and their latest runs, as text and as the
@@ -219,7 +218,7 @@ class Dispatcher:
         job_id = await self._store.background_turn(
             accepted.conversation_id, user=event.user, prompt=prompt, reply_to=event.reply_to
         )
-        await self._jobs.submit([job_id])
+        await self._submit([job_id])
         return f"Working on it in the background (job {job_id}); the answer will be posted here."
 
     async def decide(
@@ -231,10 +230,18 @@ class Dispatcher:
         await self._resume(decided)
         return decided
 
+    async def _submit(self, job_ids: Sequence[int]) -> None:
+        """Hand stored jobs to the queue; if the broker is down, the dispatcher sends them
+        when it is back (the rows are the truth), so the person is not kept waiting."""
+        try:
+            await self._jobs.submit(job_ids)
+        except Exception:
+            log.warning("job queue unavailable; the dispatcher will send later", jobs=job_ids)
+
     async def _resume(self, decided: ApprovalRecord) -> None:
         """Wake the decided turn where it runs: its job (queued turns) or its lane."""
         if decided.requeued_jobs:
-            await self._jobs.submit(decided.requeued_jobs)
+            await self._submit(decided.requeued_jobs)
         else:
             self._supervisor.submit(decided.conversation_id)
         self._hub.publish(decided.conversation)
@@ -259,6 +266,10 @@ HELP = """Commands:
 /usage: turns, model calls and tokens in this conversation
 /approve ID, /deny ID: decide a pending approval (or press its buttons)
 Ask in words to schedule something ("every weekday at 9, summarise ...")."""
+SCHEDULE_HOW = (
+    'Ask me in words, e.g. "every weekday at 9:00, summarise the open incidents" or "in 2 '
+    'hours remind me to call Sam"; /jobs lists what is scheduled here.'
+)
 NO_JOBS = (
     "No schedules in this conversation. Ask me to do something on a schedule, e.g. "
     '"every weekday at 9:00, summarise the open incidents".'

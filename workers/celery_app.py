@@ -83,7 +83,15 @@ class CeleryJobQueue:
 
     def _publish(self, job_ids: Sequence[int]) -> None:
         for job_id in job_ids:
-            self._app.send_task(RUN_JOB, args=[job_id], task_id=f"job-{job_id}", queue=QUEUE)
+            self._app.send_task(
+                RUN_JOB,
+                args=[job_id],
+                task_id=f"job-{job_id}",
+                queue=QUEUE,
+                # Fail fast when Redis is down: the dispatcher re-sends unsent jobs.
+                retry=True,
+                retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+            )
 
     async def submit(self, job_ids: Sequence[int]) -> None:
         """Publish, then mark the rows as sent."""

@@ -6,7 +6,21 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+
+def http_allowed_config(path: Path, echo: EchoServer) -> Path:
+    """Write a chatgate.toml letting http_request reach ``echo`` without asking."""
+    path.write_text(f"""
+[tools.http_request]
+allowed_hosts = ["{echo.host}"]
+
+[[policy]]
+tool = "http_request"
+decision = "allow"
+""")
+    return path
 
 
 class EchoServer:

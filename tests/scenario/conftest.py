@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent_core.settings import Settings, load_settings
 from gateway.app import build_app
+from tests.fakes.http_echo import EchoServer
 from tests.fakes.model_server import FakeModelServer
 
 ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
@@ -43,3 +44,10 @@ async def make_client(
     yield make
     for client in clients:
         await client.close()
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    """The API the http_request tool calls in these tests."""
+    with EchoServer() as server:
+        yield server

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from tests.fakes.gateway import GatewayProcess, RoleProcess
-from tests.fakes.http_echo import EchoServer
+from tests.fakes.http_echo import EchoServer, http_allowed_config
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.scenario.test_schedules import _assistant, _journal, _wait_for
 from tests.scenario.test_tool_crashes import tool_call
@@ -40,13 +40,6 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def echo() -> Iterator[EchoServer]:
-    """The API the background turn's tool calls."""
-    with EchoServer() as server:
-        yield server
-
-
-@pytest.fixture
 def roles(
     database_url: str,
     model_server: FakeModelServer,
@@ -55,15 +48,7 @@ def roles(
     tmp_path: Path,
 ) -> Iterator[tuple[GatewayProcess, RoleProcess, RoleProcess]]:
     """A gateway, a worker and a beat on one database and one Redis."""
-    config = tmp_path / "chatgate.toml"
-    config.write_text(f"""
-[tools.http_request]
-allowed_hosts = ["{echo.host}"]
-
-[[policy]]
-tool = "http_request"
-decision = "allow"
-""")
+    config = http_allowed_config(tmp_path / "chatgate.toml", echo)
     settings = {
         "CHATGATE_DATABASE_URL": database_url,
         "CHATGATE_REDIS_URL": redis_url,

@@ -17,16 +17,9 @@ from sqlalchemy import select
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, turn_steps
 from tests.fakes.gateway import GatewayProcess, http
-from tests.fakes.http_echo import EchoServer
+from tests.fakes.http_echo import EchoServer, http_allowed_config
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.scenario.test_tool_crashes import tool_call
-
-
-@pytest.fixture
-def echo() -> Iterator[EchoServer]:
-    """The API a background turn's tool calls."""
-    with EchoServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -35,15 +28,7 @@ def chatgate(
 ) -> Iterator[GatewayProcess]:
     """``chatgate run`` (embedded job runner), ticking every half second; POSTs to the
     echo server are allowed without asking."""
-    config = tmp_path / "chatgate.toml"
-    config.write_text(f"""
-[tools.http_request]
-allowed_hosts = ["{echo.host}"]
-
-[[policy]]
-tool = "http_request"
-decision = "allow"
-""")
+    config = http_allowed_config(tmp_path / "chatgate.toml", echo)
     process = GatewayProcess(
         database_url=database_url,
         workdir=tmp_path,

@@ -35,13 +35,6 @@ def tool_call(name: str, arguments: dict[str, Any]) -> Scripted:
 
 
 @pytest.fixture
-def echo() -> Iterator[EchoServer]:
-    """The API the http_request tool calls."""
-    with EchoServer() as server:
-        yield server
-
-
-@pytest.fixture
 def gateway(
     database_url: str, model_server: FakeModelServer, echo: EchoServer, tmp_path: Path
 ) -> Iterator[GatewayProcess]:

@@ -317,3 +317,22 @@ async def test_text_commands_are_answered_without_the_model(
     contents = [m["content"] for m in model_server.requests[1]["messages"]]
     assert contents[1:] == ["what was the word?"]
     assert "banana" not in str(contents)
+
+
+async def test_schedule_commands_explain_themselves_and_refuse_bad_input(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """/schedule explains how; /cancel and /bg without what they need say how to use them;
+    /cancel of an unknown id or of someone else's schedule changes nothing."""
+    client = await make_client(model_server)
+    first = await _post(client, "cmds", "/schedule")
+    await _post(client, "cmds", "/cancel")
+    await _post(client, "cmds", "/cancel sc_00000000")
+    await _post(client, "cmds", "/bg")
+    items = await _replies(client, first["conversation_id"], 4)
+    notes = [i["text"] for i in items if i["role"] == "system"]
+    assert notes[0].startswith("Ask me in words")
+    assert notes[1] == "Usage: /cancel ID (the ids are in /jobs)."
+    assert notes[2] == "Could not cancel: there is no schedule sc_00000000."
+    assert notes[3].startswith("Usage: /bg PROMPT")
+    assert model_server.requests == []
