@@ -107,6 +107,8 @@ class ButtonPress(_FromPlatform):
     kind: Literal["button"] = "button"
     approval_id: str | None = None
     action: str
+    # What the button acts on when it is not an approval (a schedule id for pause ...).
+    value: str | None = None
     message: MessageRef | None = None
 
 
@@ -146,6 +148,9 @@ class Reply:
     text: str
     reply_to: str | None = None
     idempotency_key: str
+    # Structured content a platform may render richer than ``text`` (the ``jobs``
+    # listing with its buttons); ``text`` always says the same in words.
+    payload: dict[str, JsonValue] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +175,7 @@ class Edit:
     message: MessageRef
     text: str
     idempotency_key: str
+    payload: dict[str, JsonValue] | None = None
 
 
 InboundEvent: TypeAlias = InboundMessage | ButtonPress | Command | ScheduledPrompt

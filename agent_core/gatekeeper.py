@@ -121,6 +121,7 @@ class Gatekeeper:
             text=text,
             reply_to=event.reply_to,
             idempotency_key=f"access:{event.platform}:{event.platform_event_id}",
+            payload=payload,
         )
         try:
             await self._outbound.send(reply)

@@ -125,11 +125,10 @@ class Schedules:
         found = await self._store.schedule(schedule_id)
         if found is None or found.status == "deleted":
             raise ScheduleNotFound(f"there is no schedule {schedule_id}")
-        if conversation_id is not None and conversation_id not in (
-            found.conversation_id,
-            *found.targets,
-        ):
-            raise ScheduleNotFound(f"schedule {schedule_id} is not one of this conversation's")
+        if conversation_id is not None:
+            here = set(await self._store.conversation_scope(conversation_id))
+            if here.isdisjoint((found.conversation_id, *found.targets)):
+                raise ScheduleNotFound(f"schedule {schedule_id} is not one of this conversation's")
         if user != found.created_by and user not in self._admins:
             raise NotAllowedToChange(
                 f"only {found.created_by} (who created {schedule_id}) or an admin may change it"

@@ -5,7 +5,9 @@
 3. One web chat turn end to end (ledger, journal, reply) vs a hand-written aiohttp +
    litellm handler without durability, both against the same fake model server: CPU
    seconds and peak memory of the serving process per message.
-4. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
+4. The Slack bar (``bench/slack.py``): a mention answered end to end vs a hand-written
+   slack-bolt + litellm handler, CPU and peak memory per mention.
+5. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
    1,000, and chat reply latency with 2,000 background jobs queued vs none.
 
 The machine is shared and noisy: each figure is a median of several runs, and the ratios
@@ -25,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.queued import bench_dispatcher, bench_isolation
+from bench.slack import bench_slack
 from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
 from tests.fakes.model_server import FakeModelServer
 
@@ -206,6 +209,7 @@ def main() -> None:
     bench_help()
     bench_ready()
     bench_turns()
+    bench_slack()
     bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()
 

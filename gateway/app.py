@@ -15,10 +15,9 @@ from datetime import timedelta
 import structlog
 from aiohttp import web
 
-from adapters.web import WebHub, WebSender
+from adapters.web import WebHub
 from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
-from agent_core.delivery import OutboundRouter
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
 from agent_core.model import Model
@@ -27,6 +26,7 @@ from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
 from gateway import routes
+from gateway import slack as slack_routes
 from gateway.children import Child
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
@@ -35,7 +35,7 @@ from gateway.supervisor import Supervisor
 from gateway.web import api
 from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
-from workers.runtime import build_core, build_model, process_owner
+from workers.runtime import build_core, build_model, outbound_for, process_owner, slack_sender
 
 log = structlog.get_logger("chatgate.gateway")
 
@@ -98,14 +98,18 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
     )
     routes.add_routes(app)
     api.add_routes(app)
+    slack_routes.add_routes(app)
     chosen = model if model is not None else build_model(settings)
+    sender = slack_sender(settings)
+    if sender is not None:
+        slack_routes.attach(app, settings, sender)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with open_database(settings.database_url) as database:
             store = Store(database)
             metrics = Metrics()
             hub = WebHub()
-            outbound = OutboundRouter({"web": WebSender(hub)})
+            outbound = outbound_for(settings, hub)
             core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
             gate = Gatekeeper(
                 store,

@@ -160,9 +160,68 @@ def _tools(settings: Settings) -> Check:
     return Check("tools", "ok", detail)
 
 
+# What deploy/slack/manifest.yml asks for; without them some messages never arrive.
+SLACK_SCOPES = (
+    "app_mentions:read",
+    "chat:write",
+    "commands",
+    "im:history",
+    "channels:history",
+    "groups:history",
+    "files:read",
+)
+
+
+async def _slack(settings: Settings) -> Check | None:
+    if settings.slack_bot_token is None:
+        return None
+    if settings.slack_signing_secret is None and settings.slack_app_token is None:
+        return Check(
+            "slack",
+            "FAIL",
+            "SLACK_BOT_TOKEN is set but neither SLACK_SIGNING_SECRET (Events API) nor "
+            "SLACK_APP_TOKEN (Socket Mode)",
+            "copy the signing secret from the app's Basic Information page",
+        )
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url
+    )
+    try:
+        async with asyncio.timeout(10):
+            response = await client.auth_test()
+    except SlackApiError as exc:
+        return Check(
+            "slack",
+            "FAIL",
+            f"auth.test: {exc.response.get('error', exc)}",
+            "check SLACK_BOT_TOKEN (the xoxb- Bot User OAuth Token) and reinstall the app",
+        )
+    except (OSError, TimeoutError) as exc:
+        return Check(
+            "slack",
+            "FAIL",
+            f"{settings.slack_api_url}: {exc or 'timed out'}",
+            "check SLACK_API_URL and the network",
+        )
+    granted = {s.strip() for s in str(response.headers.get("x-oauth-scopes", "")).split(",")}
+    missing = [scope for scope in SLACK_SCOPES if scope not in granted]
+    who = f"as {response.get('user_id')} in {response.get('team') or response.get('team_id')}"
+    if missing and granted != {""}:
+        return Check(
+            "slack",
+            "WARN",
+            f"auth.test ok {who}; missing scopes: {', '.join(missing)}",
+            "add them (deploy/slack/manifest.yml lists them all) and reinstall the app",
+        )
+    mode = "Socket Mode" if settings.slack_app_token else "Events API at /slack/events"
+    return Check("slack", "ok", f"auth.test ok {who}; {mode}")
+
+
 def _platforms(settings: Settings) -> list[Check]:
     configured = {
-        "slack": settings.slack_bot_token,
         "telegram": settings.telegram_bot_token,
         "discord": settings.discord_bot_token,
     }
@@ -188,6 +247,9 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(_web(settings))
     checks.append(_tools(settings))
     checks.append(_secrets(settings, os.environ))
+    slack = await _slack(settings)
+    if slack is not None:
+        checks.append(slack)
     checks.extend(_platforms(settings))
     checks.append(await _model(settings))
     return checks

@@ -25,6 +25,7 @@ import structlog
 
 from adapters.web import WebHub, WebSender
 from agent_core.delivery import Outbound, OutboundRouter
+from agent_core.events import Platform
 from agent_core.faults import FaultPoints
 from agent_core.jobs import JobPolicy, JobQueue, JobRunner
 from agent_core.loop import TurnRunner
@@ -182,10 +183,24 @@ def build_core(
     )
 
 
-def send_only_outbound() -> Outbound:
-    """Delivery for a process with no live platform connection: each platform's
-    send-only client (the web chat's stores and polls, so it needs none)."""
-    return OutboundRouter({"web": WebSender(WebHub())})
+def slack_sender(settings: Settings) -> Any:
+    """Slack's send-only client when ``SLACK_BOT_TOKEN`` is set (imported only then)."""
+    if settings.slack_bot_token is None:
+        return None
+    from adapters.slack import SlackSender
+
+    return SlackSender(settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url)
+
+
+def outbound_for(settings: Settings, hub: WebHub | None = None) -> OutboundRouter:
+    """Delivery through each configured platform's send-only client (REST; no live
+    connection needed). The web chat's is the database itself plus a wake-up of this
+    process's streams (``hub``)."""
+    senders: dict[Platform, Outbound] = {"web": WebSender(hub or WebHub())}
+    slack = slack_sender(settings)
+    if slack is not None:
+        senders["slack"] = slack
+    return OutboundRouter(senders)
 
 
 class WorkerRuntime:
@@ -215,7 +230,7 @@ class WorkerRuntime:
         self.core = build_core(
             self.settings,
             store,
-            outbound=send_only_outbound(),
+            outbound=outbound_for(self.settings),
             model=build_model(self.settings),
         )
 

@@ -331,7 +331,11 @@ def load_job(conn: Connection, job_id: int) -> JobRecord | None:
 
 
 def runs_of(
-    conn: Connection, schedule_ids: list[str], *, conversation_id: str | None, per_schedule: int
+    conn: Connection,
+    schedule_ids: list[str],
+    *,
+    conversation_ids: list[str] | None,
+    per_schedule: int,
 ) -> dict[str, list[RunRecord]]:
     """The latest runs (deliveries) of each schedule, newest first."""
     found: dict[str, list[RunRecord]] = {}
@@ -343,8 +347,8 @@ def runs_of(
             .order_by(jobs.c.id.desc())
             .limit(per_schedule)
         )
-        if conversation_id is not None:
-            query = query.where(jobs.c.conversation_id == conversation_id)
+        if conversation_ids is not None:
+            query = query.where(jobs.c.conversation_id.in_(conversation_ids))
         found[schedule_id] = [run(row) for row in conn.execute(query).all()]
     return found
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Row
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, NewSchedule, ScheduleRecord, ScheduleStatus
 from agent_core.schedules import ScheduleError
-from agent_core.storage.schema import schedule_runs, schedule_targets, schedules
+from agent_core.storage.schema import conversations, schedule_runs, schedule_targets, schedules
 
 Planner = Callable[[DueSchedule], tuple[list[datetime], datetime | None]]
 """Given a due schedule: the slots to fire now, and the next fire time (None: no more)."""
@@ -117,16 +117,41 @@ def load_schedule(conn: Connection, schedule_id: str) -> ScheduleRecord | None:
     return record(row, targets=tuple(str(t) for t in targets))
 
 
-def for_conversation(conn: Connection, conversation_id: str) -> list[ScheduleRecord]:
-    """Schedules created in this conversation or delivering to it (not deleted), oldest
-    first."""
+def scope(conn: Connection, conversation_id: str) -> list[str]:
+    """The conversations whose schedules ``jobs`` shows here: this one, and when it is a
+    channel's own conversation (not a thread), the channel's threads too (a Slack slash
+    command comes from the channel, while mentions make thread conversations)."""
+    row = conn.execute(
+        select(
+            conversations.c.platform,
+            conversations.c.workspace,
+            conversations.c.channel,
+            conversations.c.thread,
+        ).where(conversations.c.id == conversation_id)
+    ).first()
+    if row is None or row.thread:
+        return [conversation_id]
+    query = select(conversations.c.id).where(
+        conversations.c.platform == row.platform,
+        conversations.c.workspace == row.workspace,
+        conversations.c.channel == row.channel,
+    )
+    return [str(i) for i in conn.execute(query).scalars()]
+
+
+def for_conversation(conn: Connection, conversation_ids: list[str]) -> list[ScheduleRecord]:
+    """Schedules created in these conversations or delivering to them (not deleted),
+    oldest first."""
     targeted = select(schedule_targets.c.schedule_id).where(
-        schedule_targets.c.conversation_id == conversation_id
+        schedule_targets.c.conversation_id.in_(conversation_ids)
     )
     rows = conn.execute(
         select(schedules)
         .where(
-            or_(schedules.c.conversation_id == conversation_id, schedules.c.id.in_(targeted)),
+            or_(
+                schedules.c.conversation_id.in_(conversation_ids),
+                schedules.c.id.in_(targeted),
+            ),
             schedules.c.status != "deleted",
         )
         .order_by(schedules.c.created_at, schedules.c.id)

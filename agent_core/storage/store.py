@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
-from agent_core.events import InboundMessage, event_to_json, utcnow
+from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
@@ -384,6 +384,14 @@ class Store:
             _messages_after, conversation_id, after_id=after_id, limit=limit
         )
 
+    async def conversation_id_for(self, key: ConversationKey) -> str | None:
+        """The id of the conversation at ``key``, if it exists."""
+        return await self.database.read(_conversation_id_for, key)
+
+    async def conversation_scope(self, conversation_id: str) -> list[str]:
+        """This conversation, and its channel's threads when it is a channel's own."""
+        return await self.database.read(schedule_sql.scope, conversation_id)
+
     async def find_conversation(self, platform: str, channel: str) -> str | None:
         """The id of a channel's own conversation (not one of its threads), if we know it."""
         return await self.database.read(_find_conversation, platform, channel)
@@ -666,6 +674,17 @@ def _messages_after(
     return [_message(row, approval=found.get(row.approval_id)) for row in rows]
 
 
+def _conversation_id_for(conn: Connection, key: ConversationKey) -> str | None:
+    query = select(conversations.c.id).where(
+        conversations.c.platform == key.platform,
+        conversations.c.workspace == key.workspace,
+        conversations.c.channel == key.channel,
+        conversations.c.thread == (key.thread or ""),
+    )
+    found = conn.execute(query).scalar()
+    return None if found is None else str(found)
+
+
 def _find_conversation(conn: Connection, platform: str, channel: str) -> str | None:
     query = (
         select(conversations.c.id)
@@ -707,12 +726,11 @@ def _open_turn_count(conn: Connection, conversation_id: str | None) -> int:
 def _schedules_with_runs(
     conn: Connection, conversation_id: str, *, runs: int
 ) -> list[ScheduleRecord]:
-    found = schedule_sql.for_conversation(conn, conversation_id)
+    ids = schedule_sql.scope(conn, conversation_id)
+    found = schedule_sql.for_conversation(conn, ids)
     if not runs or not found:
         return found
-    history = job_sql.runs_of(
-        conn, [s.id for s in found], conversation_id=conversation_id, per_schedule=runs
-    )
+    history = job_sql.runs_of(conn, [s.id for s in found], conversation_ids=ids, per_schedule=runs)
     return [dataclasses.replace(s, runs=tuple(history[s.id])) for s in found]
 
 

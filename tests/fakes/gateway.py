@@ -50,7 +50,7 @@ def http(
     """One request; returns (status, parsed JSON body or text)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-    if data is not None:
+    if data is not None and not any(k.lower() == "content-type" for k in headers or {}):
         request.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:

@@ -9,6 +9,7 @@ import pytest
 
 from tests.fakes.gateway import CHATGATE, ROOT, child_env, free_port
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import FakeSlack
 
 MIGRATIONS = ROOT / "agent_core" / "storage" / "migrations" / "versions"
 
@@ -146,3 +147,18 @@ async def test_pairing_commands_list_approve_and_revoke(tmp_path: Path, database
     assert "telegram:42  by cli:" in listed.stdout
     assert _chatgate("pairing", "revoke", "telegram:42", cwd=tmp_path, **env).returncode == 0
     assert _chatgate("pairing", "revoke", "telegram:42", cwd=tmp_path, **env).returncode == 1
+
+
+def test_doctor_checks_the_slack_token_and_its_scopes(tmp_path: Path) -> None:
+    """auth.test against the (fake) Slack API: ok; a missing scope is named; a bad token
+    fails with the fix."""
+    with FakeSlack() as slack:
+        result = _chatgate("doctor", cwd=tmp_path, **slack.settings())
+        assert "ok   slack      auth.test ok as UBOTCG01 in t; Events API" in result.stdout
+        slack.scopes = "chat:write,app_mentions:read"
+        result = _chatgate("doctor", cwd=tmp_path, **slack.settings())
+        assert "WARN slack" in result.stdout
+        assert "missing scopes: commands, im:history" in result.stdout
+        result = _chatgate("doctor", cwd=tmp_path, **(slack.settings() | {"SLACK_BOT_TOKEN": "x"}))
+        assert result.returncode == 1
+        assert "FAIL slack      auth.test: invalid_auth" in result.stdout

@@ -228,3 +228,40 @@ async def test_missed_runs_follow_the_schedule_policy(database: Database) -> Non
     assert tick.jobs == 4
     listed = await store.schedules_for(conversation_id)
     assert {s.next_run_at for s in listed} == {T0 + timedelta(hours=11)}
+
+
+async def test_a_channel_lists_the_schedules_of_its_threads_and_a_thread_only_its_own(
+    database: Database,
+) -> None:
+    store = Store(database)
+    schedules = _schedules(store)
+    ids = {}
+    for name, thread in (("channel", None), ("thread-a", "1.1"), ("thread-b", "2.2")):
+        accepted = await store.accept_inbound(
+            InboundMessage(
+                platform="slack",
+                workspace="T1",
+                channel="C1",
+                thread=thread,
+                user="slack:U1",
+                text="hi",
+                platform_event_id=f"seed-{name}",
+            ),
+            open_turn=False,
+        )
+        ids[name] = accepted.conversation_id
+    created, _ = await schedules.create(
+        conversation_id=ids["thread-a"], user="slack:U1", prompt="p", spec="every 1h", now=T0
+    )
+    assert [s.id for s in await store.schedules_for(ids["channel"])] == [created.id]
+    assert [s.id for s in await store.schedules_for(ids["thread-a"])] == [created.id]
+    assert await store.schedules_for(ids["thread-b"]) == []
+    # From the channel it may be changed; from a sibling thread it is not found.
+    with pytest.raises(ScheduleNotFound):
+        await schedules.change(
+            created.id, "pause", user="slack:U1", conversation_id=ids["thread-b"]
+        )
+    paused = await schedules.change(
+        created.id, "pause", user="slack:U1", conversation_id=ids["channel"]
+    )
+    assert paused.status == "paused"

@@ -1,0 +1,162 @@
+"""Recorded Slack payloads (the shapes Slack documents and sends) parse to the events we
+expect, or are ignored as we expect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.base import BadRequest
+from adapters.slack import (
+    ACTIONS,
+    approval_blocks,
+    mentions_bot,
+    parse_action,
+    parse_command,
+    parse_event,
+)
+from agent_core.events import ApprovalPrompt, ConversationKey, event_from_json, event_to_json
+
+HERE = Path(__file__).parent
+BOT = "U0LAN0Z89"
+
+
+def _load(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((HERE / f"{name}.json").read_text())
+    return loaded
+
+
+def test_app_mention_starts_a_thread_conversation_without_the_mention() -> None:
+    event = parse_event(_load("app_mention"), bot_user=BOT)
+    assert event is not None
+    assert event.conversation == ConversationKey(
+        platform="slack", workspace="T061EG9R6", channel="C0LAN2Q65", thread="1515449522.000016"
+    )
+    assert event.user == "slack:U061F7AUR"
+    assert event.text == "is it everything a river should be? <really> & truly"
+    assert event.reply_to == "1515449522.000016"
+    assert event.platform_event_id == "msg:C0LAN2Q65:1515449522.000016"
+    assert event.mentions == ("slack:U0LAN0Z89",)
+    assert mentions_bot(event)
+    assert event_from_json(event_to_json(event)) == event
+
+
+def test_a_dm_is_one_conversation_and_its_files_are_attachments() -> None:
+    event = parse_event(_load("dm_message_with_file"), bot_user=BOT)
+    assert event is not None
+    assert event.conversation.thread is None
+    assert event.channel == "D0PNCRP9N"
+    assert event.text == "here is the log"
+    [attachment] = event.attachments
+    assert attachment.name == "gateway.log"
+    assert attachment.mime_type == "text/plain"
+    assert attachment.size == 2048
+    assert attachment.platform_file_id == "F0123ABCD"
+    assert attachment.url is not None
+    assert attachment.url.startswith("https://files.slack.com/")
+    assert mentions_bot(event)
+
+
+def test_a_thread_reply_belongs_to_the_thread_and_does_not_count_as_a_mention() -> None:
+    event = parse_event(_load("thread_reply"), bot_user=BOT)
+    assert event is not None
+    assert event.thread == "1515449522.000016"
+    assert event.text == "and what about yesterday?"
+    assert not mentions_bot(event)
+
+
+def test_the_same_message_as_app_mention_and_as_message_is_one_ledger_key() -> None:
+    mention = _load("app_mention")
+    as_message = json.loads(json.dumps(mention))
+    as_message["event"]["type"] = "message"
+    as_message["event"]["channel_type"] = "channel"
+    as_message["event_id"] = "Ev0OTHER01"
+    first = parse_event(mention, bot_user=BOT)
+    second = parse_event(as_message, bot_user=BOT)
+    assert first is not None
+    assert second is not None
+    assert first.platform_event_id == second.platform_event_id
+    assert first.conversation == second.conversation
+
+
+@pytest.mark.parametrize("name", ["message_changed", "bot_message", "own_message"])
+def test_edits_bots_and_our_own_messages_are_ignored(name: str) -> None:
+    assert parse_event(_load(name), bot_user=BOT) is None
+
+
+def test_a_channel_message_neither_mentioning_nor_in_a_thread_is_ignored() -> None:
+    payload = _load("thread_reply")
+    del payload["event"]["thread_ts"]
+    assert parse_event(payload, bot_user=BOT) is None
+
+
+def test_block_actions_become_a_press_with_the_approval_id() -> None:
+    press = parse_action(_load("block_actions"))
+    assert press is not None
+    assert press.approval_id == "ap_1a2b3c4d5e6f"
+    assert press.action == "allow_conversation"
+    assert press.user == "slack:U061F7AUR"
+    assert press.conversation.thread == "1515449522.000016"
+    assert press.message is not None
+    assert press.message.message_id == "1515449530.000100"
+    assert event_from_json(event_to_json(press)) == press
+
+
+def test_other_apps_buttons_are_ignored_and_broken_payloads_refused() -> None:
+    payload = _load("block_actions")
+    payload["actions"][0]["action_id"] = "someone_elses_button"
+    assert parse_action(payload) is None
+    with pytest.raises(BadRequest):
+        parse_action({"type": "block_actions", "actions": []})
+
+
+def test_the_slash_command_is_a_text_command() -> None:
+    form = {k: str(v) for k, v in _load("slash_command").items()}
+    event = parse_command(form)
+    assert event.text == "/jobs"
+    assert event.user == "slack:U061F7AUR"
+    assert event.channel == "C0LAN2Q65"
+    assert event.platform_event_id.startswith("cmd:13345224609.")
+    form["text"] = ""
+    assert parse_command(form).text == "/help"
+    with pytest.raises(BadRequest, match="trigger_id"):
+        parse_command({k: v for k, v in form.items() if k != "trigger_id"})
+
+
+def test_url_verification_is_not_an_event_we_parse() -> None:
+    with pytest.raises(BadRequest):
+        parse_event(_load("url_verification"), bot_user=BOT)
+
+
+def test_an_approval_prompt_renders_as_block_kit_within_slacks_limits() -> None:
+    prompt = ApprovalPrompt(
+        conversation=ConversationKey(
+            platform="slack", workspace="T061EG9R6", channel="C0LAN2Q65", thread="1515449522.0"
+        ),
+        approval_id="ap_1a2b3c4d5e6f",
+        tool="run_command",
+        arguments={"command": "rm -rf <b>/tmp/x</b> && echo " + "x" * 5000},
+        requested_by="slack:U061F7AUR",
+        idempotency_key="1:3:prompt",
+    )
+    section, actions = approval_blocks(prompt)
+    assert section["text"]["text"].startswith("*Allow `run_command`?* (asked by <@U061F7AUR>)")
+    assert "&lt;b&gt;" in section["text"]["text"]
+    assert len(section["text"]["text"]) <= 3000
+    assert [b["text"]["text"] for b in actions["elements"]] == [
+        "Approve",
+        "Allow in this conversation",
+        "Deny",
+    ]
+    assert {b["value"] for b in actions["elements"]} == {"ap_1a2b3c4d5e6f"}
+    assert [b["action_id"] for b in actions["elements"]] == list(ACTIONS)
+    # What a press of each button parses back to.
+    payload = _load("block_actions")
+    for button in actions["elements"]:
+        payload["actions"][0]["action_id"] = button["action_id"]
+        press = parse_action(payload)
+        assert press is not None
+        assert press.action == ACTIONS[button["action_id"]]

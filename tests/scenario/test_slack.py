@@ -1,0 +1,394 @@
+"""Slack end to end: the real slack-bolt and slack_sdk in a ``chatgate gateway`` process,
+signed requests in, a fake Slack Web API on 127.0.0.1 out, the real litellm against the
+fake model."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import APP_TOKEN, BOT_USER, TEAM, FakeSlack, signed_headers
+from tests.scenario.test_tool_crashes import tool_call
+
+CHANNEL = "C0GENERAL"
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    """The fake Slack Web API."""
+    with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture
+def gateway(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> Iterator[GatewayProcess]:
+    """A gateway with Slack configured, open to everyone in the test workspace."""
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **slack.settings(),
+        **model_server.settings(),
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+def _mention(
+    text: str, *, ts: str, user: str = "U0ALICE", event_id: str = "Ev0001"
+) -> dict[str, Any]:
+    return {
+        "token": "unused",
+        "team_id": TEAM,
+        "api_app_id": "A0CHATGATE",
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "event": {
+            "type": "app_mention",
+            "user": user,
+            "text": f"<@{BOT_USER}> {text}",
+            "ts": ts,
+            "channel": CHANNEL,
+            "event_ts": ts,
+        },
+    }
+
+
+def _post_event(
+    gateway: GatewayProcess, payload: dict[str, Any], *, retry: int | None = None, **sign: Any
+) -> tuple[int, Any]:
+    body = json.dumps(payload)
+    headers = {"Content-Type": "application/json", **signed_headers(body, **sign)}
+    if retry is not None:
+        headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+    return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)
+
+
+def _press(gateway: GatewayProcess, approval_id: str, *, user: str, message_ts: str) -> int:
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "test"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "api_app_id": "A0CHATGATE",
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": CHANNEL,
+            "is_ephemeral": False,
+            "thread_ts": "1700000100.000100",
+        },
+        "trigger_id": "1.2.3",
+        "channel": {"id": CHANNEL, "name": "general"},
+        "message": {"type": "message", "ts": message_ts, "thread_ts": "1700000100.000100"},
+        "response_url": "http://127.0.0.1:9/unused",
+        "actions": [
+            {
+                "action_id": "chatgate_approve",
+                "block_id": f"approval:{approval_id}",
+                "text": {"type": "plain_text", "text": "Approve"},
+                "value": approval_id,
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **signed_headers(body)}
+    status, _ = http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)
+    return status
+
+
+def test_url_verification_is_answered(gateway: GatewayProcess) -> None:
+    status, body = _post_event(
+        gateway, {"type": "url_verification", "token": "t", "challenge": "ch4ll3nge"}
+    )
+    assert (status, body) == (200, {"challenge": "ch4ll3nge"})
+
+
+def test_a_mention_is_answered_in_its_thread_once_despite_retries(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    model_server.script("Hello from the agent")
+    payload = _mention("are you there?", ts="1700000100.000100")
+    assert _post_event(gateway, payload)[0] == 200
+    assert _post_event(gateway, payload, retry=1)[0] == 200
+    assert _post_event(gateway, payload, retry=2)[0] == 200
+    [post] = slack.wait_for("chat.postMessage", 1)
+    assert post["channel"] == CHANNEL
+    assert post["thread_ts"] == "1700000100.000100"
+    assert post["text"] == "Hello from the agent"
+    time.sleep(1.5)
+    assert len(slack.posted()) == 1
+    assert len(model_server.requests) == 1
+    assert model_server.user_texts() == ["are you there?"]
+
+
+def test_bad_and_stale_signatures_are_refused_and_nothing_runs(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    payload = _mention("hello", ts="1700000200.000100")
+    assert _post_event(gateway, payload, secret="wrong-secret")[0] == 401
+    assert _post_event(gateway, payload, at=time.time() - 6 * 60)[0] == 401
+    time.sleep(1)
+    assert model_server.requests == []
+    assert slack.posted() == []
+
+
+def test_an_approval_is_pressed_in_slack_and_the_tool_runs_once(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    model_server.script(
+        tool_call("run_command", {"command": "echo from-slack"}), "The command said from-slack."
+    )
+    assert _post_event(gateway, _mention("run the echo", ts="1700000100.000100"))[0] == 200
+    [prompt] = slack.wait_for("chat.postMessage", 1)
+    assert prompt["thread_ts"] == "1700000100.000100"
+    blocks = (
+        prompt["blocks"] if isinstance(prompt["blocks"], list) else json.loads(prompt["blocks"])
+    )
+    buttons = blocks[1]["elements"]
+    assert [b["text"]["text"] for b in buttons] == ["Approve", "Allow in this conversation", "Deny"]
+    approval_id = buttons[0]["value"]
+    assert approval_id.startswith("ap_")
+    # Someone else presses first: a private refusal, nothing runs.
+    assert _press(gateway, approval_id, user="U0MALLORY", message_ts=prompt_ts(slack)) == 200
+    [refusal] = slack.wait_for("chat.postEphemeral", 1)
+    assert refusal["user"] == "U0MALLORY"
+    assert "may not decide" in refusal["text"]
+    assert len(model_server.requests) == 1
+    # The requester approves: the prompt is updated, the command runs, the answer follows.
+    assert _press(gateway, approval_id, user="U0ALICE", message_ts=prompt_ts(slack)) == 200
+    [update] = slack.wait_for("chat.update", 1)
+    assert update["ts"] == prompt_ts(slack)
+    assert update["text"] == "slack:U0ALICE approved run_command"
+    posts = slack.wait_for("chat.postMessage", 2)
+    assert posts[1]["text"] == "The command said from-slack."
+    assert "from-slack" in model_server.requests[1]["messages"][-1]["content"]
+    # A double press changes nothing more.
+    assert _press(gateway, approval_id, user="U0ALICE", message_ts=prompt_ts(slack)) == 200
+    time.sleep(1)
+    assert len(slack.posted("chat.update")) == 1
+    assert len(model_server.requests) == 2
+
+
+def prompt_ts(slack: FakeSlack) -> str:
+    """The ts the fake gave the first posted message (the prompt)."""
+    return "1700000000.000001"
+
+
+def test_a_rate_limited_reply_still_arrives(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    model_server.script("after the rate limit")
+    slack.rate_limit_next = 1
+    assert _post_event(gateway, _mention("hi", ts="1700000300.000100"))[0] == 200
+    [post] = slack.wait_for("chat.postMessage", 1, timeout=30)
+    assert post["text"] == "after the rate limit"
+    assert [name for name, _ in slack.calls].count("ratelimited") == 1
+
+
+def test_socket_mode_answers_a_mention_like_the_events_api(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """With SLACK_APP_TOKEN and no signing secret: the gateway opens the socket
+    (apps.connections.open), acks each envelope, answers in the thread; a redelivery
+    (retry_attempt) is one turn; the HTTP route stays closed."""
+    settings = {k: v for k, v in slack.settings().items() if k != "SLACK_SIGNING_SECRET"}
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        SLACK_APP_TOKEN=APP_TOKEN,
+        **settings,
+        **model_server.settings(),
+    )
+    model_server.script("over the socket")
+    process.start()
+    try:
+        deadline = time.monotonic() + 20
+        while slack.connections == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert slack.connections == 1, process.log
+        payload = _mention("hi socket", ts="1700000400.000100")
+        for attempt, envelope_id in enumerate(("env-1", "env-2")):
+            slack.push(
+                {
+                    "type": "events_api",
+                    "envelope_id": envelope_id,
+                    "accepts_response_payload": False,
+                    "retry_attempt": attempt,
+                    "retry_reason": "timeout" if attempt else "",
+                    "payload": payload,
+                }
+            )
+            slack.wait_for_ack(envelope_id)
+        [post] = slack.wait_for("chat.postMessage", 1)
+        assert post["thread_ts"] == "1700000400.000100"
+        assert post["text"] == "over the socket"
+        time.sleep(1)
+        assert len(slack.posted()) == 1
+        assert _post_event(process, payload)[0] == 404
+    finally:
+        process.stop()
+
+
+def test_malformed_and_oversize_bodies_are_refused_without_a_500(
+    gateway: GatewayProcess, model_server: FakeModelServer
+) -> None:
+    url = f"{gateway.url}/slack/events"
+    garbage = "{not json"
+    json_headers = {"Content-Type": "application/json"}
+    assert (
+        http("POST", url, raw=garbage.encode(), headers=json_headers | signed_headers(garbage))[0]
+        == 400
+    )
+    assert http("POST", url, raw=garbage.encode(), headers=json_headers)[0] == 401
+    body = json.dumps(_mention("hi", ts="1700000700.000100"))
+    odd = json_headers | {"X-Slack-Request-Timestamp": "soon", "X-Slack-Signature": "v0=00"}
+    assert http("POST", url, raw=body.encode(), headers=odd)[0] == 401
+    big = json.dumps({"type": "event_callback", "pad": "x" * (1024 * 1024 + 10)})
+    assert http("POST", url, raw=big.encode(), headers=json_headers | signed_headers(big))[0] == 413
+    assert model_server.requests == []
+
+
+def test_a_thread_reply_continues_only_a_conversation_the_agent_is_in(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    model_server.script("first answer", "second answer")
+    assert _post_event(gateway, _mention("start", ts="1700000500.000100"))[0] == 200
+    slack.wait_for("chat.postMessage", 1)
+
+    def reply(ts: str, thread: str) -> dict[str, Any]:
+        payload = _mention("x", ts=ts, event_id=f"Ev{ts}")
+        payload["event"] |= {
+            "type": "message",
+            "text": "and then?",
+            "thread_ts": thread,
+            "channel_type": "channel",
+        }
+        return payload
+
+    assert _post_event(gateway, reply("1700000501.000100", "1700000500.000100"))[0] == 200
+    assert _post_event(gateway, reply("1700000502.000100", "1699999999.000100"))[0] == 200
+    posts = slack.wait_for("chat.postMessage", 2)
+    assert posts[1]["thread_ts"] == "1700000500.000100"
+    assert posts[1]["text"] == "second answer"
+    time.sleep(1)
+    assert len(slack.posted()) == 2  # the unknown thread was left alone
+    assert len(model_server.requests) == 2
+
+
+def test_a_long_reply_arrives_as_several_valid_messages(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    code = "\n".join(f"line_{i} = compute({i}) & check({i}) < {i * 2}" for i in range(120))
+    parts = []
+    for index in range(4):
+        parts.append(f"Part {index}: " + "words " * 150)
+        parts.append(f"```python\n{code}\n```")
+    text = "\n\n".join(parts)
+    assert len(text) > 10_000
+    model_server.script(text)
+    assert _post_event(gateway, _mention("explain", ts="1700000600.000100"))[0] == 200
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(slack.posted()) < 4:
+        time.sleep(0.1)
+    time.sleep(1)
+    posts = [p["text"] for p in slack.posted()]
+    assert len(posts) >= 4
+    for post in posts:
+        assert len(post) <= 3900
+        assert post.count("```") % 2 == 0, post[:200]
+        assert "&lt;" in post or "Part" in post
+        assert {p["thread_ts"] for p in slack.posted()} == {"1700000600.000100"}
+    joined = "".join(posts)
+    assert joined.count("line_119 = compute(119) &amp; check(119) &lt; 238") == 4
+
+
+def _slash(gateway: GatewayProcess, text: str, *, user: str = "U0ALICE") -> int:
+    form = {
+        "token": "unused",
+        "team_id": TEAM,
+        "team_domain": "test",
+        "channel_id": CHANNEL,
+        "channel_name": "general",
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": "/chatgate",
+        "text": text,
+        "api_app_id": "A0CHATGATE",
+        "response_url": "http://127.0.0.1:9/unused",
+        "trigger_id": f"{time.time_ns()}.1.abc",
+    }
+    body = urlencode(form)
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **signed_headers(body)}
+    return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)[0]
+
+
+def _press_job(
+    gateway: GatewayProcess, action_id: str, schedule_id: str, *, user: str, ts: str
+) -> int:
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "test"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "channel": {"id": CHANNEL, "name": "general"},
+        "container": {"type": "message", "message_ts": ts, "channel_id": CHANNEL},
+        "message": {"type": "message", "ts": ts},
+        "trigger_id": "1.2.3",
+        "response_url": "http://127.0.0.1:9/unused",
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": f"job:{schedule_id}",
+                "value": schedule_id,
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **signed_headers(body)}
+    return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)[0]
+
+
+def test_jobs_in_slack_has_buttons_that_pause_and_resume(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    model_server.script(
+        tool_call("schedule_task", {"prompt": "report", "schedule": "0 9 * * 1-5"}), "Scheduled."
+    )
+    assert _post_event(gateway, _mention("every weekday at 9", ts="1700000800.000100"))[0] == 200
+    slack.wait_for("chat.postMessage", 1)
+    # The slash command in the channel: a listing with buttons.
+    assert _slash(gateway, "jobs") == 200
+    listing = slack.wait_for("chat.postMessage", 2)[1]
+    actions = [b for b in listing["blocks"] if b["type"] == "actions"]
+    [buttons] = [a["elements"] for a in actions]
+    assert [b["text"]["text"] for b in buttons] == ["Pause", "Delete"]
+    schedule_id = buttons[0]["value"]
+    ts = "1700000000.000002"  # what the fake answered for the listing
+    # Someone else may not pause it.
+    assert _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0MALLORY", ts=ts) == 200
+    [refusal] = slack.wait_for("chat.postEphemeral", 1)
+    assert "only slack:U0ALICE" in refusal["text"]
+    # Its creator may: the listing is redrawn in place with Resume.
+    assert _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0ALICE", ts=ts) == 200
+    [update] = slack.wait_for("chat.update", 1)
+    assert update["ts"] == ts
+    redrawn = next(b for b in update["blocks"] if b["type"] == "actions")["elements"]
+    assert [b["text"]["text"] for b in redrawn] == ["Resume", "Delete"]
+    assert "*paused*" in json.dumps(update["blocks"])
