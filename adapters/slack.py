@@ -284,6 +284,23 @@ class SlackSender:
             ],
         )
 
+    async def open(self) -> None:
+        """Share one HTTP session (and its kept-alive connections) across every call,
+        bolt's included; without it slack_sdk opens a session and a connection per call."""
+        if self.client.session is None:
+            import aiohttp
+
+            self.client.session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.client.timeout)
+            )
+
+    async def close(self) -> None:
+        """Close the shared session."""
+        session = self.client.session
+        if session is not None:
+            self.client.session = None
+            await session.close()
+
     async def send(self, reply: Reply | ApprovalPrompt) -> str:
         """Post in the conversation's thread (long text in several messages); the receipt
         is the first message's ``ts``."""

@@ -109,7 +109,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             store = Store(database)
             metrics = Metrics()
             hub = WebHub()
-            outbound = outbound_for(settings, hub)
+            outbound = outbound_for(settings, hub, slack=sender)
+            if sender is not None:
+                await sender.open()
             core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
             gate = Gatekeeper(
                 store,
@@ -206,6 +208,8 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 jobs_cancelled = await local.drain(settings.drain_seconds) if local else 0
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
                 await stack.aclose()
+                if sender is not None:
+                    await sender.close()
                 for task in (sweeper, warming, *background):
                     if task is not None:
                         task.cancel()

@@ -192,12 +192,14 @@ def slack_sender(settings: Settings) -> Any:
     return SlackSender(settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url)
 
 
-def outbound_for(settings: Settings, hub: WebHub | None = None) -> OutboundRouter:
+def outbound_for(
+    settings: Settings, hub: WebHub | None = None, *, slack: Any = None
+) -> OutboundRouter:
     """Delivery through each configured platform's send-only client (REST; no live
     connection needed). The web chat's is the database itself plus a wake-up of this
     process's streams (``hub``)."""
     senders: dict[Platform, Outbound] = {"web": WebSender(hub or WebHub())}
-    slack = slack_sender(settings)
+    slack = slack if slack is not None else slack_sender(settings)
     if slack is not None:
         senders["slack"] = slack
     return OutboundRouter(senders)
@@ -214,6 +216,7 @@ class WorkerRuntime:
             target=self._loop.run_forever, name="chatgate-loop", daemon=True
         )
         self._database: Database | None = None
+        self._slack: Any = None
         self.core: Core | None = None
         self.dispatcher: ScheduleDispatcher | None = None
 
@@ -227,10 +230,13 @@ class WorkerRuntime:
         await database.migrate()
         self._database = database
         store = Store(database)
+        self._slack = slack_sender(self.settings)
+        if self._slack is not None:
+            await self._slack.open()
         self.core = build_core(
             self.settings,
             store,
-            outbound=outbound_for(self.settings),
+            outbound=outbound_for(self.settings, slack=self._slack),
             model=build_model(self.settings),
         )
 
@@ -255,7 +261,13 @@ class WorkerRuntime:
             raise
 
     def close(self) -> None:
-        """Close the database and stop the loop."""
+        """Close the platform clients and the database, and stop the loop."""
+        if self._slack is not None:
+            slack, self._slack = self._slack, None
+            try:
+                self.call(slack.close(), timeout=10)
+            except Exception:
+                log.exception("closing the Slack client failed")
         if self._database is not None:
             database = self._database
             self._database = None
