@@ -117,42 +117,56 @@ class TurnRunner:
 
         Returns 0 without running anything when another process holds the lease.
         """
-        if not await self._store.claim_lease(conversation_id, owner=owner, ttl=lease):
+        claimed, turn = await self._store.claim_and_begin(conversation_id, owner=owner, ttl=lease)
+        if not claimed:
             log.debug("lease held elsewhere", conversation_id=conversation_id)
             return 0
+        if turn is None:
+            return 0  # nothing to run; the lease was given back in the same transaction
         log.debug("lease taken", conversation_id=conversation_id)
         finished = 0
+        released = False
         try:
-            async with self._heartbeat(conversation_id, owner=owner, lease=lease):
-                while (turn := await self._store.begin_next_turn(conversation_id)) is not None:
+            async with self._heartbeat(conversation_id, owner=owner, lease=lease) as beat:
+                while turn is not None:
                     await self.run_turn(turn)
                     finished += 1
+                    # The next turn, or the lease given back when there is none (one
+                    # transaction); the heartbeat must not take that release for a loss.
+                    beat.releasing = True
+                    turn = await self._store.next_or_release(conversation_id, owner=owner)
+                    beat.releasing = turn is None
+                released = True
         finally:
-            # The heartbeat has stopped by now, so nothing renews the lease after this.
-            await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
+            if not released:
+                # The heartbeat has stopped by now, so nothing renews the lease after this.
+                await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
         return finished
 
     @contextlib.asynccontextmanager
     async def _heartbeat(
         self, conversation_id: str, *, owner: str, lease: float
-    ) -> AsyncIterator[None]:
-        """Renew the lease while the body runs; cancel the body if the lease is lost."""
+    ) -> AsyncIterator[_Beat]:
+        """Renew the lease while the body runs; cancel the body if the lease is lost (but
+        not when the body is giving it up itself: ``releasing``)."""
         body = asyncio.current_task()
         assert body is not None
         lost = False
+        beat = _Beat()
 
         async def renew() -> None:
             nonlocal lost
             while True:
                 await asyncio.sleep(lease / 3)
-                if not await self._store.renew_lease(conversation_id, owner=owner, ttl=lease):
+                renewed = await self._store.renew_lease(conversation_id, owner=owner, ttl=lease)
+                if not renewed and not beat.releasing:
                     lost = True
                     body.cancel()
                     return
 
         renewer = asyncio.create_task(renew(), name=f"lease:{conversation_id}")
         try:
-            yield
+            yield beat
         except asyncio.CancelledError:
             if lost:
                 raise LeaseLost(conversation_id) from None
@@ -392,6 +406,13 @@ class TurnRunner:
         await self._store.record_reply_sent(
             turn.id, seq, receipt=receipt, turn_status=status, error=error
         )
+
+
+@dataclass(slots=True)
+class _Beat:
+    """The heartbeat's view of its body: is it giving the lease up on purpose?"""
+
+    releasing: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,9 @@ def _sqlite_engine(url: str) -> Engine:
         connect_args={"timeout": 30, "check_same_thread": False},
         pool_size=_SQLITE_THREADS,
         max_overflow=0,
+        # Every transaction ends with its own COMMIT or ROLLBACK (engine.begin(), or the
+        # connection closing a read), so the pool's extra ROLLBACK on return is waste.
+        pool_reset_on_return=None,
     )
 
     @event.listens_for(engine, "connect")

@@ -91,6 +91,18 @@ class Store:
         """Extend a lease this owner still holds; never takes a free or expired one."""
         return await self.database.write(_renew, conversation_id, owner=owner, ttl=ttl)
 
+    async def claim_and_begin(
+        self, conversation_id: str, *, owner: str, ttl: float
+    ) -> tuple[bool, TurnRecord | None]:
+        """Take the lease and start the oldest open turn, in one transaction: (claimed,
+        the turn). With nothing to run, the lease is given back in the same transaction."""
+        return await self.database.write(_claim_and_begin, conversation_id, owner=owner, ttl=ttl)
+
+    async def next_or_release(self, conversation_id: str, *, owner: str) -> TurnRecord | None:
+        """Start the next open turn, or, when there is none, give the lease up: one
+        transaction either way."""
+        return await self.database.write(_next_or_release, conversation_id, owner=owner)
+
     async def release_lease(self, conversation_id: str, *, owner: str) -> None:
         """Give the lease up, if this owner still holds it."""
         await self.database.write(_release, conversation_id, owner=owner)
@@ -635,6 +647,21 @@ def _renew(conn: Connection, conversation_id: str, *, owner: str, ttl: float) ->
         "b_until": utcnow() + timedelta(seconds=ttl),
     }
     return conn.execute(_RENEW, params).rowcount == 1
+
+
+def _claim_and_begin(
+    conn: Connection, conversation_id: str, *, owner: str, ttl: float
+) -> tuple[bool, TurnRecord | None]:
+    if not _claim(conn, conversation_id, owner=owner, ttl=ttl):
+        return False, None
+    return True, _next_or_release(conn, conversation_id, owner=owner)
+
+
+def _next_or_release(conn: Connection, conversation_id: str, *, owner: str) -> TurnRecord | None:
+    turn = journal.begin_next(conn, conversation_id)
+    if turn is None:
+        _release(conn, conversation_id, owner=owner)
+    return turn
 
 
 def _release(conn: Connection, conversation_id: str, *, owner: str) -> None:
