@@ -120,14 +120,18 @@ def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> Inbound
         mentions=mentions,
         attachments=tuple(_attachment(f) for f in event.get("files") or () if isinstance(f, dict)),
         reply_to=ts,
-        raw={"event_id": str(envelope.get("event_id", "")), "kind": str(kind)},
+        raw={
+            "event_id": str(envelope.get("event_id", "")),
+            "kind": str(kind),
+            "addressed": direct or mentioned,
+        },
     )
 
 
 def mentions_bot(event: InboundMessage) -> bool:
     """Did the message address the bot (a mention or a DM), rather than merely reply in a
     thread?"""
-    return event.thread is None or event.raw.get("kind") == "app_mention"
+    return event.raw.get("addressed") is True
 
 
 def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:

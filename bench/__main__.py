@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.measure import cpu_and_peak
 from bench.queued import bench_dispatcher, bench_isolation
 from bench.slack import bench_slack
 from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
@@ -90,16 +91,6 @@ def bench_ready() -> None:
     print(f"chatgate run ready  {ready * 1000:7.0f} ms   (median of 5, fresh SQLite)   [{verdict}]")
 
 
-def _cpu_and_peak(pid: int) -> tuple[float, int]:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    peak = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) * 1024
-    return ticks / 100, peak
-
-
 def _drive(post: Callable[[int], None]) -> None:
     with ThreadPoolExecutor(CLIENTS) as pool:
         list(pool.map(post, range(MESSAGES)))
@@ -122,7 +113,7 @@ def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
         time.sleep(1)
         assert gateway.process is not None
         pid = gateway.process.pid
-        cpu_before, _ = _cpu_and_peak(pid)
+        cpu_before, _ = cpu_and_peak(pid)
         start = len(server.requests)
         conversation_ids: dict[int, str] = {}
 
@@ -134,7 +125,7 @@ def _run_chatgate(server: FakeModelServer, workdir: Path) -> tuple[float, int]:
         server.wait_for_requests(start + MESSAGES, timeout=300)
         for conversation_id in conversation_ids.values():
             gateway.wait_for_replies(conversation_id, MESSAGES // CONVERSATIONS, timeout=120)
-        cpu_after, peak = _cpu_and_peak(pid)
+        cpu_after, peak = cpu_and_peak(pid)
         return cpu_after - cpu_before, peak
     finally:
         gateway.terminate()
@@ -160,7 +151,7 @@ def _run_baseline(server: FakeModelServer) -> tuple[float, int]:
             "POST", f"{url}/api/messages", {"conversation": "warm-up", "text": "hello"}, timeout=60
         )
         time.sleep(1)
-        cpu_before, _ = _cpu_and_peak(process.pid)
+        cpu_before, _ = cpu_and_peak(process.pid)
 
         def post(index: int) -> None:
             status, _ = http(
@@ -172,7 +163,7 @@ def _run_baseline(server: FakeModelServer) -> tuple[float, int]:
             assert status == 200
 
         _drive(post)
-        cpu_after, peak = _cpu_and_peak(process.pid)
+        cpu_after, peak = cpu_and_peak(process.pid)
         return cpu_after - cpu_before, peak
     finally:
         process.terminate()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.measure import cpu_and_peak
 from tests.fakes.gateway import GatewayProcess, child_env, free_port, http
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import (
@@ -29,16 +30,6 @@ from tests.fakes.slack_server import (
 MENTIONS = 200
 CHANNELS = 20
 CLIENTS = 10
-
-
-def _cpu_and_peak(pid: int) -> tuple[float, int]:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    peak = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) * 1024
-    return ticks / 100, peak
 
 
 def _mention(index: int) -> str:
@@ -79,9 +70,9 @@ def _measure(pid: int, url: str, slack: FakeSlack, server: FakeModelServer) -> t
     _drive_one(url, slack)  # warm up: imports, first connections
     server.wait_for_requests(1, timeout=60)
     time.sleep(1)
-    cpu_before, _ = _cpu_and_peak(pid)
+    cpu_before, _ = cpu_and_peak(pid)
     _drive(url, slack, first=1000)
-    cpu_after, peak = _cpu_and_peak(pid)
+    cpu_after, peak = cpu_and_peak(pid)
     return cpu_after - cpu_before, peak
 
 

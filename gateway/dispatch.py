@@ -107,7 +107,7 @@ class Dispatcher:
                 try:
                     await self.decide(command.args, decision=decision, user=event.user)
                 except ApprovalError as exc:
-                    await self._gate.tell(event, accepted, _refusal(exc))
+                    await self._gate.tell(event, accepted, refusal(exc))
             case "help":
                 await self._gate.tell(event, accepted, HELP)
             case "new":
@@ -279,7 +279,8 @@ FRESH = "Started afresh: earlier messages stay here but are no longer sent to th
 _OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limited": "limited"}
 
 
-def _refusal(error: ApprovalError) -> str:
+def refusal(error: ApprovalError) -> str:
+    """Why a decision was not taken, for the person who tried (any platform)."""
     approval_id = error.args[0] if error.args else "?"
     if isinstance(error, ApprovalNotFound):
         return f"There is no approval {approval_id}."

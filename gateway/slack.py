@@ -10,14 +10,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from agent_core.errors import (
-    AlreadyDecided,
-    ApprovalError,
-    ApprovalNotFound,
-    ScheduleActionError,
-)
+from agent_core.errors import ApprovalError, ScheduleActionError
 from agent_core.events import ButtonPress, Edit, InboundMessage
 from agent_core.settings import Settings
+from gateway.dispatch import refusal
 from gateway.routes import MAX_BODY, json_error
 from gateway.runtime import RUNTIME
 
@@ -69,6 +65,10 @@ def attach(app: web.Application, settings: Settings, sender: SlackSender) -> Non
         background.add(work)
         work.add_done_callback(_finished)
         await asyncio.wait({work}, timeout=ACK_SECONDS)
+        if work.done():
+            # Failed before it was stored (the database is down): answer Slack with an
+            # error, so it delivers the event again later instead of losing it.
+            work.result()
 
     async def on_press(press: ButtonPress) -> None:
         runtime = app[RUNTIME]
@@ -82,7 +82,7 @@ def attach(app: web.Application, settings: Settings, sender: SlackSender) -> Non
                 user=press.user,
             )
         except ApprovalError as exc:
-            await sender.ephemeral(press.conversation, press.user, _refusal(exc))
+            await sender.ephemeral(press.conversation, press.user, refusal(exc))
         except Exception:
             log.exception("deciding a button press failed", approval_id=press.approval_id)
 
@@ -177,15 +177,6 @@ def _signed(request: web.Request, body: str, secret: str) -> bool:
     if not timestamp.isdigit() or not signature:
         return False
     return SignatureVerifier(secret).is_valid(body=body, timestamp=timestamp, signature=signature)
-
-
-def _refusal(error: ApprovalError) -> str:
-    approval_id = error.args[0] if error.args else "?"
-    if isinstance(error, ApprovalNotFound):
-        return f"There is no approval {approval_id}."
-    if isinstance(error, AlreadyDecided):
-        return f"{approval_id} was already decided."
-    return f"You may not decide {approval_id}: ask the person who asked, or an admin."
 
 
 def add_routes(app: web.Application) -> None:

@@ -80,6 +80,18 @@ def test_the_same_message_as_app_mention_and_as_message_is_one_ledger_key() -> N
     assert second is not None
     assert first.platform_event_id == second.platform_event_id
     assert first.conversation == second.conversation
+    # Either delivery may come first: both address the bot.
+    assert mentions_bot(first)
+    assert mentions_bot(second)
+
+
+def test_a_reply_in_a_dm_thread_still_addresses_the_bot() -> None:
+    payload = _load("dm_message_with_file")
+    payload["event"]["thread_ts"] = "1699999999.000001"
+    event = parse_event(payload, bot_user=BOT)
+    assert event is not None
+    assert event.thread == "1699999999.000001"
+    assert mentions_bot(event)
 
 
 @pytest.mark.parametrize("name", ["message_changed", "bot_message", "own_message"])
