@@ -188,6 +188,7 @@ def parse_command(form: Mapping[str, str]) -> InboundMessage:
         user=user_id(form["user_id"]),
         text=f"/{words}" if words else "/help",
         platform_event_id=f"cmd:{form['trigger_id']}",
+        raw={"addressed": True},
     )
 
 

@@ -129,6 +129,7 @@ def test_the_slash_command_is_a_text_command() -> None:
     form = {k: str(v) for k, v in _load("slash_command").items()}
     event = parse_command(form)
     assert event.text == "/jobs"
+    assert mentions_bot(event)
     assert event.user == "slack:U061F7AUR"
     assert event.channel == "C0LAN2Q65"
     assert event.platform_event_id.startswith("cmd:13345224609.")
