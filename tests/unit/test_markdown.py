@@ -366,7 +366,7 @@ def test_renderers_fall_back_to_escaped_text_on_an_internal_error(
     def broken(_: str) -> list[markdown.Block]:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(markdown, "_parse", broken)
+    monkeypatch.setattr(markdown, "parse", broken)
     assert to_slack_mrkdwn("**a** <!channel>") == "**a** &lt;!channel&gt;"
     assert to_telegram_html("**a** <b>") == "**a** &lt;b&gt;"
     assert to_discord("`@everyone`") == f"`@{Z}everyone`"
@@ -429,6 +429,6 @@ def test_telegram_output_is_always_well_formed() -> None:
         assert "<" not in outside_tags, (source, out)
         assert ">" not in outside_tags, (source, out)
         assert "&" not in _ENTITY.sub("", outside_tags), (source, out)
-        markdown._join(markdown._parse(source), markdown._slack_block)
-        discord = markdown._join(markdown._parse(source), markdown._discord_block)
+        markdown._join(markdown.parse(source), markdown._slack_block)
+        discord = markdown._join(markdown.parse(source), markdown._discord_block)
         assert "<@&" not in discord or "`" in source, (source, discord)
