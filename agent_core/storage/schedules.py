@@ -10,6 +10,7 @@ over the same slots therefore fire each one exactly once.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable
 from datetime import datetime
@@ -277,3 +278,16 @@ def record(row: Row[Any], *, targets: tuple[str, ...] = ()) -> ScheduleRecord:
         created_at=row.created_at,
         targets=targets,
     )
+
+
+def with_runs(conn: Connection, conversation_id: str, *, runs: int) -> list[ScheduleRecord]:
+    """The schedules ``jobs`` shows in this conversation, each with its latest ``runs``
+    deliveries here."""
+    from agent_core.storage.jobs import runs_of  # jobs imports this module
+
+    ids = scope(conn, conversation_id)
+    found = for_conversation(conn, ids)
+    if not runs or not found:
+        return found
+    history = runs_of(conn, [s.id for s in found], conversation_ids=ids, per_schedule=runs)
+    return [dataclasses.replace(s, runs=tuple(history[s.id])) for s in found]

@@ -1,22 +1,17 @@
-"""The store: the ingress ledger, conversations and their leases, messages, turns, steps.
+"""The store: every read and write chatgate makes, as one façade.
 
-Each public method is one transaction, written as a plain function over a connection and
-run by :class:`~agent_core.storage.database.Database`. Writes that must happen together
+Each public method is one transaction, written as a plain function over a connection (in
+``ledger``, ``journal``, ``approvals``, ``access``, ``schedules`` and ``jobs`` beside this
+module) and run by :class:`~agent_core.storage.database.Database`. Writes that must happen together
 share one: the ledger row, the user's message and the turn; a reply's journal step and
 its message; the receipt and the end of the turn.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import uuid
 from datetime import datetime, timedelta
-from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import bindparam, func, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
@@ -44,15 +39,9 @@ from agent_core.records import (
 from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import jobs as job_sql
-from agent_core.storage import journal
+from agent_core.storage import journal, ledger
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage.database import Database
-from agent_core.storage.schema import (
-    conversations,
-    ingress,
-    messages,
-    turns,
-)
 
 
 class Store:
@@ -72,11 +61,13 @@ class Store:
         """
         try:
             return await self.database.write(
-                _accept, event, payload=event_to_json(event), open_turn=open_turn
+                ledger.accept, event, payload=event_to_json(event), open_turn=open_turn
             )
         except IntegrityError:
             # Another process ledgered the same event between our check and our insert.
-            existing = await self.database.read(_ledgered, event.platform, event.platform_event_id)
+            existing = await self.database.read(
+                ledger.ledgered, event.platform, event.platform_event_id
+            )
             if existing is None:
                 raise
             return existing
@@ -85,31 +76,33 @@ class Store:
 
     async def claim_lease(self, conversation_id: str, *, owner: str, ttl: float) -> bool:
         """Take (or renew) the conversation's lease unless another live owner holds it."""
-        return await self.database.write(_claim, conversation_id, owner=owner, ttl=ttl)
+        return await self.database.write(ledger.claim, conversation_id, owner=owner, ttl=ttl)
 
     async def renew_lease(self, conversation_id: str, *, owner: str, ttl: float) -> bool:
         """Extend a lease this owner still holds; never takes a free or expired one."""
-        return await self.database.write(_renew, conversation_id, owner=owner, ttl=ttl)
+        return await self.database.write(ledger.renew, conversation_id, owner=owner, ttl=ttl)
 
     async def claim_and_begin(
         self, conversation_id: str, *, owner: str, ttl: float
     ) -> tuple[bool, TurnRecord | None]:
         """Take the lease and start the oldest open turn, in one transaction: (claimed,
         the turn). With nothing to run, the lease is given back in the same transaction."""
-        return await self.database.write(_claim_and_begin, conversation_id, owner=owner, ttl=ttl)
+        return await self.database.write(
+            ledger.claim_and_begin, conversation_id, owner=owner, ttl=ttl
+        )
 
     async def next_or_release(self, conversation_id: str, *, owner: str) -> TurnRecord | None:
         """Start the next open turn, or, when there is none, give the lease up: one
         transaction either way."""
-        return await self.database.write(_next_or_release, conversation_id, owner=owner)
+        return await self.database.write(ledger.next_or_release, conversation_id, owner=owner)
 
     async def release_lease(self, conversation_id: str, *, owner: str) -> None:
         """Give the lease up, if this owner still holds it."""
-        await self.database.write(_release, conversation_id, owner=owner)
+        await self.database.write(ledger.release, conversation_id, owner=owner)
 
     async def conversations_needing_work(self, *, limit: int = 500) -> list[str]:
         """Conversations with an open turn and no live lease: what a sweeper should run."""
-        return await self.database.read(_needing_work, limit=limit)
+        return await self.database.read(ledger.needing_work, limit=limit)
 
     # -- turns and their journal -----------------------------------------------------------
 
@@ -166,7 +159,7 @@ class Store:
 
     async def start_fresh(self, conversation_id: str, note: str) -> int:
         """``new``: add ``note`` and let the model see only what comes after it."""
-        return await self.database.write(_start_fresh, conversation_id, note=note)
+        return await self.database.write(ledger.start_fresh, conversation_id, note=note)
 
     async def usage(self, conversation_id: str) -> Usage:
         """Turns, model calls and tokens spent in this conversation so far."""
@@ -182,13 +175,13 @@ class Store:
     ) -> int:
         """Add a system message to the conversation (shown to people, not to the model)."""
         return await self.database.write(
-            _add_note, conversation_id, text=text, approval_id=approval_id, payload=payload
+            ledger.add_note, conversation_id, text=text, approval_id=approval_id, payload=payload
         )
 
     async def rewrite_note(self, message_id: int, text: str, payload: JsonValue) -> None:
         """Replace a note's text and structured content (a ``jobs`` listing after a
         button changed a schedule)."""
-        await self.database.write(_rewrite_note, message_id, text=text, payload=payload)
+        await self.database.write(ledger.rewrite_note, message_id, text=text, payload=payload)
 
     # -- access ----------------------------------------------------------------------------
 
@@ -284,7 +277,7 @@ class Store:
     async def schedules_for(self, conversation_id: str, *, runs: int = 0) -> list[ScheduleRecord]:
         """This conversation's schedules (created here or delivering here), each with its
         latest ``runs`` deliveries to this conversation."""
-        return await self.database.read(_schedules_with_runs, conversation_id, runs=runs)
+        return await self.database.read(schedule_sql.with_runs, conversation_id, runs=runs)
 
     async def set_schedule_status(
         self,
@@ -385,7 +378,7 @@ class Store:
         when later questions were stored before it.
         """
         return await self.database.read(
-            _history, conversation_id, before_turn_id=before_turn_id, limit=limit
+            ledger.history, conversation_id, before_turn_id=before_turn_id, limit=limit
         )
 
     async def messages_after(
@@ -393,12 +386,12 @@ class Store:
     ) -> list[MessageRecord]:
         """A conversation's messages with ids above ``after_id``, in order."""
         return await self.database.read(
-            _messages_after, conversation_id, after_id=after_id, limit=limit
+            ledger.messages_after, conversation_id, after_id=after_id, limit=limit
         )
 
     async def conversation_id_for(self, key: ConversationKey) -> str | None:
         """The id of the conversation at ``key``, if it exists."""
-        return await self.database.read(_conversation_id_for, key)
+        return await self.database.read(ledger.conversation_id_for, key)
 
     async def conversation_scope(self, conversation_id: str) -> list[str]:
         """This conversation, and its channel's threads when it is a channel's own."""
@@ -406,383 +399,22 @@ class Store:
 
     async def find_conversation(self, platform: str, channel: str) -> str | None:
         """The id of a channel's own conversation (not one of its threads), if we know it."""
-        return await self.database.read(_find_conversation, platform, channel)
+        return await self.database.read(ledger.find_conversation, platform, channel)
 
     async def message(self, message_id: int) -> MessageRecord | None:
         """One message by id."""
-        return await self.database.read(_message_by_id, message_id)
+        return await self.database.read(ledger.message_by_id, message_id)
 
     async def conversation(self, conversation_id: str) -> ConversationRecord | None:
         """One conversation by id, or None."""
-        return await self.database.read(_conversation_by_id, conversation_id)
+        return await self.database.read(ledger.conversation_by_id, conversation_id)
 
     async def list_conversations(
         self, *, platform: str, limit: int = 200
     ) -> list[ConversationRecord]:
         """A platform's conversations, most recently active first."""
-        return await self.database.read(_list_conversations, platform=platform, limit=limit)
+        return await self.database.read(ledger.list_conversations, platform=platform, limit=limit)
 
     async def open_turn_count(self, conversation_id: str | None = None) -> int:
         """How many turns have not finished (in one conversation, or anywhere)."""
-        return await self.database.read(_open_turn_count, conversation_id)
-
-
-# -- the transactions ----------------------------------------------------------------------
-#
-# Statements are built once, with bind parameters, so a transaction pays only for compiled-
-# cache lookups and the database's own work. Bind names start with ``b_`` because an UPDATE
-# may not bind a name that is also one of its columns.
-
-
-def _upsert_conversation_statement(dialect: Any) -> Any:
-    statement = dialect.insert(conversations).values(
-        id=bindparam("b_id"),
-        platform=bindparam("b_platform"),
-        workspace=bindparam("b_workspace"),
-        channel=bindparam("b_channel"),
-        thread=bindparam("b_thread"),
-        created_at=bindparam("b_now"),
-        updated_at=bindparam("b_now"),
-    )
-    return statement.on_conflict_do_update(
-        index_elements=["platform", "workspace", "channel", "thread"],
-        set_={"updated_at": statement.excluded.updated_at},
-    ).returning(conversations.c.id)
-
-
-_UPSERT_CONVERSATION = {
-    "sqlite": _upsert_conversation_statement(sqlite),
-    "postgresql": _upsert_conversation_statement(postgresql),
-}
-_INSERT_TURN = insert(turns).returning(turns.c.id)
-_INSERT_INGRESS = insert(ingress)
-_LEDGERED = select(ingress.c.conversation_id, ingress.c.message_id, ingress.c.turn_id).where(
-    ingress.c.platform == bindparam("b_platform"), ingress.c.event_id == bindparam("b_event_id")
-)
-_CLAIM = (
-    update(conversations)
-    .where(
-        conversations.c.id == bindparam("b_id"),
-        or_(
-            conversations.c.lease_owner.is_(None),
-            conversations.c.lease_owner == bindparam("b_owner"),
-            conversations.c.lease_expires_at < bindparam("b_now"),
-        ),
-    )
-    .values(lease_owner=bindparam("b_owner"), lease_expires_at=bindparam("b_until"))
-)
-_RENEW = (
-    update(conversations)
-    .where(
-        conversations.c.id == bindparam("b_id"),
-        conversations.c.lease_owner == bindparam("b_owner"),
-    )
-    .values(lease_expires_at=bindparam("b_until"))
-)
-_RELEASE = (
-    update(conversations)
-    .where(
-        conversations.c.id == bindparam("b_id"),
-        conversations.c.lease_owner == bindparam("b_owner"),
-    )
-    .values(lease_owner=None, lease_expires_at=None)
-)
-_HISTORY_FROM = (
-    select(func.coalesce(conversations.c.history_from, 0))
-    .where(conversations.c.id == bindparam("b_id"))
-    .scalar_subquery()
-)
-_HISTORY = (
-    select(messages)
-    .where(
-        messages.c.conversation_id == bindparam("b_id"),
-        messages.c.turn_id < bindparam("b_turn"),
-        messages.c.role.in_(("user", "assistant")),
-        messages.c.id > _HISTORY_FROM,
-    )
-    .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
-    .limit(bindparam("b_limit"))
-)
-_MESSAGES_AFTER = (
-    select(messages)
-    .where(messages.c.conversation_id == bindparam("b_id"), messages.c.id > bindparam("b_after"))
-    .order_by(messages.c.id)
-    .limit(bindparam("b_limit"))
-)
-
-
-def _accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: bool) -> Accepted:
-    # No look-up first: duplicates are rare, and the ledger's unique key rejects them
-    # (the caller then reads what the first delivery created).
-    now = utcnow()
-    conversation_id = str(
-        conn.execute(
-            _UPSERT_CONVERSATION[conn.dialect.name],
-            {
-                "b_id": uuid.uuid4().hex,
-                "b_platform": event.platform,
-                "b_workspace": event.workspace,
-                "b_channel": event.channel,
-                "b_thread": event.thread or "",
-                "b_now": now,
-            },
-        ).scalar_one()
-    )
-    turn_id = (
-        int(
-            conn.execute(
-                _INSERT_TURN,
-                {
-                    "conversation_id": conversation_id,
-                    "user_id": event.user,
-                    "reply_to": event.reply_to,
-                    "status": "pending",
-                    "attempts": 0,
-                    "created_at": now,
-                },
-            ).scalar_one()
-        )
-        if open_turn
-        else None
-    )
-    message_id = int(
-        conn.execute(
-            journal.INSERT_MESSAGE,
-            {
-                "conversation_id": conversation_id,
-                "role": "user",
-                "text": event.text,
-                "author": event.user,
-                "turn_id": turn_id,
-                "platform_message_id": event.reply_to,
-                "created_at": now,
-            },
-        ).scalar_one()
-    )
-    conn.execute(
-        _INSERT_INGRESS,
-        {
-            "platform": event.platform,
-            "event_id": event.platform_event_id,
-            "kind": event.kind,
-            "conversation_id": conversation_id,
-            "message_id": message_id,
-            "turn_id": turn_id,
-            "payload": payload,
-            "received_at": event.received_at,
-        },
-    )
-    return Accepted(
-        conversation_id=conversation_id,
-        message_id=message_id,
-        turn_id=turn_id or 0,
-        duplicate=False,
-    )
-
-
-def _add_note(
-    conn: Connection,
-    conversation_id: str,
-    *,
-    text: str,
-    approval_id: str | None,
-    payload: JsonValue = None,
-) -> int:
-    values = {
-        "conversation_id": conversation_id,
-        "role": "system",
-        "text": text,
-        "approval_id": approval_id,
-        "payload": payload,
-        "created_at": utcnow(),
-    }
-    return int(conn.execute(journal.INSERT_MESSAGE, values).scalar_one())
-
-
-def _rewrite_note(conn: Connection, message_id: int, *, text: str, payload: JsonValue) -> None:
-    conn.execute(
-        update(messages)
-        .where(messages.c.id == message_id, messages.c.role == "system")
-        .values(text=text, payload=payload)
-    )
-
-
-def _start_fresh(conn: Connection, conversation_id: str, *, note: str) -> int:
-    note_id = _add_note(conn, conversation_id, text=note, approval_id=None)
-    conn.execute(
-        update(conversations)
-        .where(conversations.c.id == conversation_id)
-        .values(history_from=note_id)
-    )
-    return note_id
-
-
-def _ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None:
-    row = conn.execute(_LEDGERED, {"b_platform": platform, "b_event_id": event_id}).first()
-    if row is None:
-        return None
-    return Accepted(
-        conversation_id=row.conversation_id,
-        message_id=row.message_id,
-        turn_id=row.turn_id or 0,
-        duplicate=True,
-    )
-
-
-def _claim(conn: Connection, conversation_id: str, *, owner: str, ttl: float) -> bool:
-    now = utcnow()
-    params = {
-        "b_id": conversation_id,
-        "b_owner": owner,
-        "b_now": now,
-        "b_until": now + timedelta(seconds=ttl),
-    }
-    return conn.execute(_CLAIM, params).rowcount == 1
-
-
-def _renew(conn: Connection, conversation_id: str, *, owner: str, ttl: float) -> bool:
-    params = {
-        "b_id": conversation_id,
-        "b_owner": owner,
-        "b_until": utcnow() + timedelta(seconds=ttl),
-    }
-    return conn.execute(_RENEW, params).rowcount == 1
-
-
-def _claim_and_begin(
-    conn: Connection, conversation_id: str, *, owner: str, ttl: float
-) -> tuple[bool, TurnRecord | None]:
-    if not _claim(conn, conversation_id, owner=owner, ttl=ttl):
-        return False, None
-    return True, _next_or_release(conn, conversation_id, owner=owner)
-
-
-def _next_or_release(conn: Connection, conversation_id: str, *, owner: str) -> TurnRecord | None:
-    turn = journal.begin_next(conn, conversation_id)
-    if turn is None:
-        _release(conn, conversation_id, owner=owner)
-    return turn
-
-
-def _release(conn: Connection, conversation_id: str, *, owner: str) -> None:
-    conn.execute(_RELEASE, {"b_id": conversation_id, "b_owner": owner})
-
-
-def _needing_work(conn: Connection, *, limit: int) -> list[str]:
-    now = utcnow()
-    query = (
-        select(turns.c.conversation_id)
-        .join(conversations, conversations.c.id == turns.c.conversation_id)
-        .where(
-            turns.c.status.in_(journal.OPEN),
-            turns.c.lane == "inline",
-            or_(conversations.c.lease_owner.is_(None), conversations.c.lease_expires_at < now),
-        )
-        .group_by(turns.c.conversation_id)
-        .order_by(func.min(turns.c.id))
-        .limit(limit)
-    )
-    return [str(cid) for cid in conn.execute(query).scalars()]
-
-
-def _history(
-    conn: Connection, conversation_id: str, *, before_turn_id: int, limit: int
-) -> list[MessageRecord]:
-    params = {"b_id": conversation_id, "b_turn": before_turn_id, "b_limit": limit}
-    return [_message(row) for row in reversed(conn.execute(_HISTORY, params).all())]
-
-
-def _messages_after(
-    conn: Connection, conversation_id: str, *, after_id: int, limit: int
-) -> list[MessageRecord]:
-    params = {"b_id": conversation_id, "b_after": after_id, "b_limit": limit}
-    rows = conn.execute(_MESSAGES_AFTER, params).all()
-    found = approval_sql.load_many(conn, [r.approval_id for r in rows if r.approval_id])
-    return [_message(row, approval=found.get(row.approval_id)) for row in rows]
-
-
-def _conversation_id_for(conn: Connection, key: ConversationKey) -> str | None:
-    query = select(conversations.c.id).where(
-        conversations.c.platform == key.platform,
-        conversations.c.workspace == key.workspace,
-        conversations.c.channel == key.channel,
-        conversations.c.thread == (key.thread or ""),
-    )
-    found = conn.execute(query).scalar()
-    return None if found is None else str(found)
-
-
-def _find_conversation(conn: Connection, platform: str, channel: str) -> str | None:
-    query = (
-        select(conversations.c.id)
-        .where(conversations.c.platform == platform, conversations.c.channel == channel)
-        .order_by(conversations.c.thread, conversations.c.created_at)
-        .limit(1)
-    )
-    found = conn.execute(query).scalar()
-    return None if found is None else str(found)
-
-
-def _message_by_id(conn: Connection, message_id: int) -> MessageRecord | None:
-    row = conn.execute(select(messages).where(messages.c.id == message_id)).first()
-    return None if row is None else _message(row)
-
-
-def _conversation_by_id(conn: Connection, conversation_id: str) -> ConversationRecord | None:
-    row = conn.execute(select(conversations).where(conversations.c.id == conversation_id)).first()
-    return None if row is None else _conversation(row)
-
-
-def _list_conversations(conn: Connection, *, platform: str, limit: int) -> list[ConversationRecord]:
-    query = (
-        select(conversations)
-        .where(conversations.c.platform == platform)
-        .order_by(conversations.c.updated_at.desc(), conversations.c.id)
-        .limit(limit)
-    )
-    return [_conversation(row) for row in conn.execute(query).all()]
-
-
-def _open_turn_count(conn: Connection, conversation_id: str | None) -> int:
-    query = select(func.count()).select_from(turns).where(turns.c.status.in_(journal.OPEN))
-    if conversation_id is not None:
-        query = query.where(turns.c.conversation_id == conversation_id)
-    return int(conn.execute(query).scalar_one())
-
-
-def _schedules_with_runs(
-    conn: Connection, conversation_id: str, *, runs: int
-) -> list[ScheduleRecord]:
-    ids = schedule_sql.scope(conn, conversation_id)
-    found = schedule_sql.for_conversation(conn, ids)
-    if not runs or not found:
-        return found
-    history = job_sql.runs_of(conn, [s.id for s in found], conversation_ids=ids, per_schedule=runs)
-    return [dataclasses.replace(s, runs=tuple(history[s.id])) for s in found]
-
-
-# -- rows to records -----------------------------------------------------------------------
-
-
-def _message(row: Row[Any], *, approval: ApprovalRecord | None = None) -> MessageRecord:
-    return MessageRecord(
-        id=int(row.id),
-        conversation_id=row.conversation_id,
-        role=row.role,
-        text=row.text,
-        author=row.author,
-        turn_id=None if row.turn_id is None else int(row.turn_id),
-        platform_message_id=row.platform_message_id,
-        created_at=row.created_at,
-        approval=approval,
-        payload=row.payload,
-    )
-
-
-def _conversation(row: Row[Any]) -> ConversationRecord:
-    return ConversationRecord(
-        id=row.id,
-        key=journal.conversation_key(row),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+        return await self.database.read(ledger.open_turn_count, conversation_id)
