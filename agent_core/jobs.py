@@ -16,8 +16,8 @@ exponential backoff, and on its last attempt the turn answers with the error ins
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
@@ -27,7 +27,7 @@ import structlog
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost
 from agent_core.events import Reply, utcnow
-from agent_core.loop import TurnRunner
+from agent_core.loop import TurnRunner, heartbeat
 from agent_core.records import JobRecord, TurnStatus
 from agent_core.storage.store import Store
 
@@ -47,13 +47,6 @@ class JobQueue(Protocol):
 
         Losing a submit loses nothing: the dispatcher sends due jobs again."""
         ...
-
-
-class StoredJobQueue:
-    """The embedded profile: runners poll the job table, so there is nothing to send."""
-
-    async def submit(self, job_ids: Sequence[int]) -> None:
-        """Nothing to do: the rows are the queue."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +99,9 @@ class JobRunner:
         ):
             log.info("job started", attempt=job.attempts)
             try:
-                async with self._lease(job, owner=owner):
+                ttl = self.policy.lease_seconds
+                renew = functools.partial(self._store.renew_job, job.id, owner=owner, ttl=ttl)
+                async with heartbeat(renew, every=ttl / 3, what=f"job {job.id}"):
                     await self._run(job, owner=owner)
             except LeaseLost:
                 log.warning("job lease lost; another worker has it now")
@@ -157,32 +152,3 @@ class JobRunner:
         at = utcnow() + self.policy.backoff(job.attempts)
         log.warning("job attempt failed; retrying later", error=error, retry_at=at.isoformat())
         await self._store.retry_job(job.id, owner=owner, at=at, error=error)
-
-    @contextlib.asynccontextmanager
-    async def _lease(self, job: JobRecord, *, owner: str) -> AsyncIterator[None]:
-        """Renew the job's lease while the body runs; cancel the body if it is lost."""
-        body = asyncio.current_task()
-        assert body is not None
-        lost = False
-        ttl = self.policy.lease_seconds
-
-        async def renew() -> None:
-            nonlocal lost
-            while True:
-                await asyncio.sleep(ttl / 3)
-                if not await self._store.renew_job(job.id, owner=owner, ttl=ttl):
-                    lost = True
-                    body.cancel()
-                    return
-
-        renewer = asyncio.create_task(renew(), name=f"job-lease:{job.id}")
-        try:
-            yield
-        except asyncio.CancelledError:
-            if lost:
-                raise LeaseLost(f"job {job.id}") from None
-            raise
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -127,7 +128,10 @@ class TurnRunner:
         finished = 0
         released = False
         try:
-            async with self._heartbeat(conversation_id, owner=owner, lease=lease) as beat:
+            renew = functools.partial(
+                self._store.renew_lease, conversation_id, owner=owner, ttl=lease
+            )
+            async with heartbeat(renew, every=lease / 3, what=conversation_id) as beat:
                 while turn is not None:
                     await self.run_turn(turn)
                     finished += 1
@@ -142,39 +146,6 @@ class TurnRunner:
                 # The heartbeat has stopped by now, so nothing renews the lease after this.
                 await asyncio.shield(self._store.release_lease(conversation_id, owner=owner))
         return finished
-
-    @contextlib.asynccontextmanager
-    async def _heartbeat(
-        self, conversation_id: str, *, owner: str, lease: float
-    ) -> AsyncIterator[_Beat]:
-        """Renew the lease while the body runs; cancel the body if the lease is lost (but
-        not when the body is giving it up itself: ``releasing``)."""
-        body = asyncio.current_task()
-        assert body is not None
-        lost = False
-        beat = _Beat()
-
-        async def renew() -> None:
-            nonlocal lost
-            while True:
-                await asyncio.sleep(lease / 3)
-                renewed = await self._store.renew_lease(conversation_id, owner=owner, ttl=lease)
-                if not renewed and not beat.releasing:
-                    lost = True
-                    body.cancel()
-                    return
-
-        renewer = asyncio.create_task(renew(), name=f"lease:{conversation_id}")
-        try:
-            yield beat
-        except asyncio.CancelledError:
-            if lost:
-                raise LeaseLost(conversation_id) from None
-            raise
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
 
     async def run_turn(
         self,
@@ -409,10 +380,44 @@ class TurnRunner:
 
 
 @dataclass(slots=True)
-class _Beat:
+class Beat:
     """The heartbeat's view of its body: is it giving the lease up on purpose?"""
 
     releasing: bool = False
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(
+    renew: Callable[[], Awaitable[bool]], *, every: float, what: str
+) -> AsyncIterator[Beat]:
+    """Keep a lease while the body runs: ``renew()`` every ``every`` seconds; when it says
+    the lease is gone, cancel the body, which then raises ``LeaseLost(what)``. Not when the
+    body is giving the lease up itself (``releasing``)."""
+    body = asyncio.current_task()
+    assert body is not None
+    lost = False
+    beat = Beat()
+
+    async def keep() -> None:
+        nonlocal lost
+        while True:
+            await asyncio.sleep(every)
+            if not await renew() and not beat.releasing:
+                lost = True
+                body.cancel()
+                return
+
+    keeper = asyncio.create_task(keep(), name=f"lease:{what}")
+    try:
+        yield beat
+    except asyncio.CancelledError:
+        if lost:
+            raise LeaseLost(what) from None
+        raise
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeper
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,3 +74,14 @@ class RecordingOutbound:
     async def edit(self, edit: Edit) -> None:
         """Record the edit."""
         self.edits.append(edit)
+
+
+class RecordingJobQueue:
+    """A job queue that only records what it was given (the rows stay in the table)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[int] = []
+
+    async def submit(self, job_ids: Sequence[int]) -> None:
+        """Record the ids."""
+        self.jobs.extend(job_ids)

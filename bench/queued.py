@@ -16,7 +16,6 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import structlog
 from sqlalchemy import insert, update
@@ -27,6 +26,7 @@ from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.storage.database import Database
 from agent_core.storage.schema import schedule_targets, schedules
 from agent_core.storage.store import Store
+from agent_core.testing import RecordingJobQueue
 from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
 from workers.dispatcher import ScheduleDispatcher
@@ -35,11 +35,6 @@ DUE = 100
 TICKS = 7
 BACKGROUND_JOBS = 2000
 REPLIES = 200
-
-
-class _Nowhere:
-    async def submit(self, job_ids: Any) -> None:
-        """Jobs stay in the table."""
 
 
 async def _seed_conversation(store: Store, name: str) -> str:
@@ -96,7 +91,7 @@ async def _tick_seconds(url: str, total: int) -> float:
             )
         due_ids = [row["id"] for row in rows[:: total // DUE]][:DUE]
         dispatcher = ScheduleDispatcher(
-            store, Schedules(store, limits=ScheduleLimits()), _Nowhere()
+            store, Schedules(store, limits=ScheduleLimits()), RecordingJobQueue()
         )
         samples = []
         for round_ in range(1, TICKS + 1):

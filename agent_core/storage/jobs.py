@@ -324,12 +324,6 @@ def depth(conn: Connection) -> dict[str, int]:
     return {str(status): int(count) for status, count in conn.execute(query).all()}
 
 
-def load_job(conn: Connection, job_id: int) -> JobRecord | None:
-    """One job by id."""
-    row = conn.execute(select(jobs).where(jobs.c.id == job_id)).first()
-    return None if row is None else _job(row)
-
-
 def runs_of(
     conn: Connection,
     schedule_ids: list[str],

@@ -359,10 +359,6 @@ class Store:
         """These jobs were handed to the broker."""
         await self.database.write(job_sql.mark_sent, job_ids, now=now)
 
-    async def job(self, job_id: int) -> JobRecord | None:
-        """One job by id."""
-        return await self.database.read(job_sql.load_job, job_id)
-
     async def job_depth(self) -> dict[str, int]:
         """Unfinished jobs by status."""
         return await self.database.read(job_sql.depth)

@@ -19,14 +19,13 @@ from agent_core.approvals import Approvals
 from agent_core.errors import NotAllowedToDecide
 from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
-from agent_core.jobs import StoredJobQueue
 from agent_core.loop import TurnRunner
 from agent_core.ratelimit import RateLimiter
 from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.storage.access import PairingRefused
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
@@ -74,7 +73,7 @@ class Harness:
             metrics=self.metrics,
             hub=WebHub(),
             schedules=Schedules(self.store, limits=ScheduleLimits()),
-            jobs=StoredJobQueue(),
+            jobs=RecordingJobQueue(),
         )
 
     async def say(

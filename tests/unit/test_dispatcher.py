@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,19 +15,10 @@ from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, schedule_runs, turns
 from agent_core.storage.store import Store
+from agent_core.testing import RecordingJobQueue
 from workers.dispatcher import ScheduleDispatcher
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-
-
-class Submitted:
-    """A job queue that records what it was given."""
-
-    def __init__(self) -> None:
-        self.jobs: list[int] = []
-
-    async def submit(self, job_ids: Sequence[int]) -> None:
-        self.jobs.extend(job_ids)
 
 
 async def _conversation(store: Store, name: str = "ops") -> str:
@@ -75,7 +65,7 @@ async def test_two_dispatchers_fire_each_of_100_due_slots_once(
     other = Database(database_url)
     try:
         other_store = Store(other)
-        first, second = Submitted(), Submitted()
+        first, second = RecordingJobQueue(), RecordingJobQueue()
         a = ScheduleDispatcher(store, schedules, first, batch=7)
         b = ScheduleDispatcher(other_store, _schedules(other_store), second, batch=7)
         now = T0 + timedelta(seconds=1)
@@ -113,7 +103,7 @@ async def test_a_paused_schedule_does_not_fire_and_resumes_from_now(database: Da
     assert created.next_run_at == T0 + timedelta(minutes=10)
     paused = await schedules.change(created.id, "pause", user="web:alice")
     assert paused.status == "paused"
-    queue = Submitted()
+    queue = RecordingJobQueue()
     dispatcher = ScheduleDispatcher(store, schedules, queue)
     assert (await dispatcher.tick(T0 + timedelta(hours=2))).jobs == 0
     resumed = await schedules.change(
@@ -183,7 +173,7 @@ async def test_a_one_shot_fires_once_then_is_done(database: Database) -> None:
         now=T0,
     )
     assert created.kind == "once"
-    queue = Submitted()
+    queue = RecordingJobQueue()
     dispatcher = ScheduleDispatcher(store, schedules, queue)
     assert (await dispatcher.tick(T0 + timedelta(hours=1))).jobs == 0
     assert (await dispatcher.tick(T0 + timedelta(hours=2))).jobs == 1
@@ -214,7 +204,7 @@ async def test_missed_runs_follow_the_schedule_policy(database: Database) -> Non
             missed=missed,  # type: ignore[arg-type]
             now=T0,
         )
-    queue = Submitted()
+    queue = RecordingJobQueue()
     # Down for ten hours and a half: ten slots passed, none on time.
     tick = await ScheduleDispatcher(store, schedules, queue).tick(
         T0 + timedelta(hours=10, minutes=30)

@@ -3,7 +3,6 @@ and waiting durably for approvals."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,18 +21,13 @@ from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import Tool, ToolContext, TurnContext
 from agent_core.tools.registry import ToolRegistry
 from workers.dispatcher import ScheduleDispatcher
 
 POLICY = JobPolicy(lease_seconds=30, max_attempts=3, backoff_seconds=10, failure_limit=2)
-
-
-class Queue:
-    async def submit(self, job_ids: Sequence[int]) -> None:
-        """The rows are the queue here."""
 
 
 class Harness:
@@ -133,7 +127,9 @@ async def test_a_failing_run_backs_off_then_fails_and_pauses_its_schedule(
     for run in range(2):
         # A tick an hour (then two) from now: the job is dated by the tick.
         now = datetime.now(UTC) + timedelta(hours=run + 1, minutes=1)
-        tick = await ScheduleDispatcher(harness.store, harness.schedules, Queue()).tick(now)
+        tick = await ScheduleDispatcher(harness.store, harness.schedules, RecordingJobQueue()).tick(
+            now
+        )
         assert tick.jobs == 1
         job_id = await harness.database.read(
             lambda conn: int(conn.execute(select(jobs.c.id).order_by(jobs.c.id.desc())).scalar())
