@@ -38,7 +38,7 @@ from agent_core.events import Reply
 from agent_core.faults import FaultPoints
 from agent_core.model import ChatMessage, Model, ToolCallRequest
 from agent_core.permissions import Permissions
-from agent_core.records import Role, StepStatus, TurnRecord, TurnStatus
+from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.secrets import Secrets
 from agent_core.storage.store import Store
 from agent_core.tool_steps import ToolRound
@@ -194,6 +194,7 @@ class TurnRunner:
                     text=answer.text,
                     status=final,
                     error=answer.error,
+                    answered=answer.answered,
                 )
                 status = final
                 log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
@@ -240,36 +241,48 @@ class TurnRunner:
         seq = 1
         for _round in range(self._max_steps):
             step = turn.step(seq)
+            answered: FinishedStep | None = None
             if step is not None and step.status != "started" and isinstance(step.output, dict):
                 output: Mapping[str, JsonValue] = step.output
             else:
                 if before_step is not None:
                     await before_step()
-                if history is None:
-                    history = await self._history(turn)
-                output = await self._call_model(
+                output, history = await self._call_model(
                     turn, seq, history, current, specs, retry_errors=retry_errors
                 )
-            seq += 1
+                status: StepStatus = "failed" if "error" in output else "done"
+                answered = FinishedStep(seq, "model_call", status, dict(output))
             calls = _tool_calls(output)
             text = str(output.get("text", ""))
             if output.get("error") or not calls:
-                return _Answer(
-                    seq=seq, role=_role(output.get("role")), text=text, error=_error(output)
+                # A final answer: its model call is journaled with the reply's intent.
+                role = _role(output.get("role"))
+                return _Answer(seq + 1, role, text, _error(output), answered=answered)
+            if answered is not None:
+                await self._store.finish_step(
+                    turn.id, seq, kind="model_call", status=answered.status, output=answered.output
                 )
+                self._faults.hit("after_model_call")
+            seq += 1
             current.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
             results = await self._tool_round.run(turn, context, tools, calls, base=seq)
             for call, result in zip(calls, results, strict=True):
                 current.append(ChatMessage(role="tool", content=result, tool_call_id=call.id))
             seq += 2 * len(calls)
         text = STEP_LIMIT_REPLY.format(steps=self._max_steps)
-        return _Answer(seq=seq, role="system", text=text, error="step limit reached")
+        return _Answer(seq, "system", text, "step limit reached")
 
-    async def _history(self, turn: TurnRecord) -> list[ChatMessage]:
+    async def _start_model_call(
+        self, turn: TurnRecord, seq: int, history: list[ChatMessage] | None, input: JsonValue
+    ) -> list[ChatMessage]:
+        """Journal the call as started; the first call of a turn reads the history too."""
+        if history is not None:
+            await self._store.begin_step(turn.id, seq, kind="model_call", input=input)
+            return history
         return [
             ChatMessage(role="assistant" if m.role == "assistant" else "user", content=m.text)
-            for m in await self._store.history(
-                turn.conversation_id, before_turn_id=turn.id, limit=self._history_limit
+            for m in await self._store.start_model_call(
+                turn, seq, input=input, history_limit=self._history_limit
             )
         ]
 
@@ -277,57 +290,51 @@ class TurnRunner:
         self,
         turn: TurnRecord,
         seq: int,
-        history: list[ChatMessage],
+        history: list[ChatMessage] | None,
         current: list[ChatMessage],
         specs: list[dict[str, Any]],
         *,
         retry_errors: bool,
-    ) -> Mapping[str, JsonValue]:
+    ) -> tuple[dict[str, JsonValue], list[ChatMessage]]:
+        """Make the model call (journaled as started); return its output, not yet journaled,
+        and the history it saw."""
         output: dict[str, JsonValue]
         if self._model is None:
-            await self._store.begin_step(turn.id, seq, kind="model_call", input={})
+            history = await self._start_model_call(turn, seq, history, {})
             output = {"role": "system", "text": NO_MODEL_REPLY, "error": "no model configured"}
-        else:
-            # Packing asks the model for its window and tokenizer: litellm must be loaded
-            # (off the event loop) first.
-            await self._model.warm_up()
-            prompt = self._pack(history, current)
-            await self._store.begin_step(
-                turn.id,
-                seq,
-                kind="model_call",
-                input={"model": self._model.name, "messages": len(prompt)},
+            return output, history
+        # Packing asks the model for its window and tokenizer: litellm must be loaded (off
+        # the event loop) first.
+        await self._model.warm_up()
+        history = await self._start_model_call(turn, seq, history, {"model": self._model.name})
+        prompt = self._pack(history, current)
+        try:
+            reply = await self._model.complete(
+                prompt, max_tokens=self._reply_max_tokens, tools=specs
             )
-            try:
-                reply = await self._model.complete(
-                    prompt, max_tokens=self._reply_max_tokens, tools=specs
-                )
-            except ModelError as exc:
-                if retry_errors:
-                    raise
-                output = {
-                    "role": "system",
-                    "text": f"Sorry, the model could not be reached ({exc}). "
-                    "Your message is saved; send it again to retry.",
-                    "error": str(exc),
-                }
-            else:
-                empty = not reply.text and not reply.tool_calls
-                output = {
-                    "role": "assistant",
-                    "text": "(the model returned an empty reply)" if empty else reply.text,
-                    "tool_calls": [
-                        {"id": c.id, "name": c.name, "arguments": c.arguments}
-                        for c in reply.tool_calls
-                    ],
-                    "model": reply.model,
-                    "prompt_tokens": reply.prompt_tokens,
-                    "completion_tokens": reply.completion_tokens,
-                }
-        status: StepStatus = "failed" if "error" in output else "done"
-        await self._store.finish_step(turn.id, seq, kind="model_call", status=status, output=output)
-        self._faults.hit("after_model_call")
-        return output
+        except ModelError as exc:
+            if retry_errors:
+                raise
+            output = {
+                "role": "system",
+                "text": f"Sorry, the model could not be reached ({exc}). "
+                "Your message is saved; send it again to retry.",
+                "error": str(exc),
+            }
+        else:
+            empty = not reply.text and not reply.tool_calls
+            output = {
+                "role": "assistant",
+                "text": "(the model returned an empty reply)" if empty else reply.text,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+                ],
+                "model": reply.model,
+                "messages": len(prompt),
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+            }
+        return output, history
 
     def _pack(self, history: list[ChatMessage], current: list[ChatMessage]) -> list[ChatMessage]:
         assert self._model is not None
@@ -353,15 +360,21 @@ class TurnRunner:
         text: str,
         status: TurnStatus,
         error: str | None,
+        answered: FinishedStep | None = None,
     ) -> None:
-        """Journal the reply, deliver it, then journal the receipt and close the turn."""
+        """Journal the reply (with ``answered``, the model call it comes from), deliver it,
+        then journal the receipt and close the turn."""
         step = turn.step(seq)
         if step is not None and step.status == "done":
             await self._store.finish_turn(turn.id, status=status, error=error)
             return
         key = f"{turn.id}:{seq}"
         if step is None:
-            await self._store.record_reply_intent(turn, seq, role=role, text=text, delivery_key=key)
+            await self._store.record_reply_intent(
+                turn, seq, role=role, text=text, delivery_key=key, answered=answered
+            )
+            if answered is not None:
+                self._faults.hit("after_model_call")
             self._faults.hit("after_reply_intent")
         elif isinstance(step.input, dict):
             # Resend exactly what was journaled, not a fresh rendering.
@@ -422,12 +435,14 @@ async def heartbeat(
 
 @dataclass(frozen=True, slots=True)
 class _Answer:
-    """How a turn ends: the reply's journal step, who speaks, what, and any error."""
+    """How a turn ends: the reply's journal step, who speaks, what, any error, and the
+    model call that answered when its outcome is not journaled yet."""
 
     seq: int
     role: Role
     text: str
     error: str | None
+    answered: FinishedStep | None = None
 
 
 def _tool_calls(output: Mapping[str, JsonValue]) -> tuple[ToolCallRequest, ...]:

@@ -101,6 +101,16 @@ class StepRecord:
     idempotency_key: str
 
 
+@dataclass(frozen=True, slots=True)
+class FinishedStep:
+    """A step's outcome not yet journaled, to be written with the next journal entry."""
+
+    seq: int
+    kind: StepKind
+    status: StepStatus
+    output: JsonValue
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnRecord:
     """A turn: the message that triggered it and the steps journaled so far."""

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey, utcnow
 from agent_core.records import (
+    FinishedStep,
     Role,
     StepKind,
     StepRecord,
@@ -228,8 +229,24 @@ def finish_step(
 
 
 def reply_intent(
-    conn: Connection, turn: TurnRecord, seq: int, *, role: Role, text: str, delivery_key: str
+    conn: Connection,
+    turn: TurnRecord,
+    seq: int,
+    *,
+    role: Role,
+    text: str,
+    delivery_key: str,
+    answered: FinishedStep | None = None,
 ) -> int:
+    if answered is not None:
+        finish_step(
+            conn,
+            turn.id,
+            answered.seq,
+            kind=answered.kind,
+            status=answered.status,
+            output=answered.output,
+        )
     now = utcnow()
     message_id = int(
         conn.execute(

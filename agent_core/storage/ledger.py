@@ -298,6 +298,15 @@ def history(
     return [_message(row) for row in reversed(conn.execute(_HISTORY, params).all())]
 
 
+def model_call_started(
+    conn: Connection, turn: TurnRecord, seq: int, *, input: JsonValue, history_limit: int
+) -> list[MessageRecord]:
+    """Journal a model call as started and read the history it will see: the first model
+    call of a turn needs both, and one transaction is one trip to the database."""
+    journal.begin_step(conn, turn.id, seq, kind="model_call", input=input)
+    return history(conn, turn.conversation_id, before_turn_id=turn.id, limit=history_limit)
+
+
 def messages_after(
     conn: Connection, conversation_id: str, *, after_id: int, limit: int
 ) -> list[MessageRecord]:

@@ -21,6 +21,7 @@ from agent_core.records import (
     ApprovalRequest,
     ApprovalStatus,
     ConversationRecord,
+    FinishedStep,
     JobOutcome,
     JobRecord,
     MessageRecord,
@@ -135,12 +136,35 @@ class Store:
             journal.finish_step, turn_id, seq, kind=kind, status=status, output=output
         )
 
-    async def record_reply_intent(
-        self, turn: TurnRecord, seq: int, *, role: Role, text: str, delivery_key: str
-    ) -> int:
-        """Journal the reply step and add the reply to the history in one transaction."""
+    async def start_model_call(
+        self, turn: TurnRecord, seq: int, *, input: JsonValue, history_limit: int
+    ) -> list[MessageRecord]:
+        """Journal a model call as started and return the history before this turn (at
+        most ``history_limit`` messages, oldest first), in one transaction."""
         return await self.database.write(
-            journal.reply_intent, turn, seq, role=role, text=text, delivery_key=delivery_key
+            ledger.model_call_started, turn, seq, input=input, history_limit=history_limit
+        )
+
+    async def record_reply_intent(
+        self,
+        turn: TurnRecord,
+        seq: int,
+        *,
+        role: Role,
+        text: str,
+        delivery_key: str,
+        answered: FinishedStep | None = None,
+    ) -> int:
+        """Journal the reply step and add the reply to the history in one transaction;
+        ``answered`` is the model call that produced the reply, journaled in it too."""
+        return await self.database.write(
+            journal.reply_intent,
+            turn,
+            seq,
+            role=role,
+            text=text,
+            delivery_key=delivery_key,
+            answered=answered,
         )
 
     async def record_reply_sent(

@@ -8,8 +8,19 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
-from agent_core.storage.database import Database
+from agent_core.storage import database as database_module
+from agent_core.storage.database import Database, newest_revision
 from agent_core.storage.schema import metadata
+
+
+def _downgrade(connection: Connection, revision: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", database_module._MIGRATIONS)
+    config.attributes["connection"] = connection
+    command.downgrade(config, revision)
 
 
 def _diff(connection: Connection) -> list[Any]:
@@ -30,3 +41,24 @@ async def test_migrating_twice_is_harmless(database: Database) -> None:
     await database.migrate()
     current, head = await database.revision_status()
     assert current == head
+
+
+def test_newest_revision_is_alembics_head() -> None:
+    """Start-up skips Alembic when the database is at the head read off the file names;
+    that shortcut must name the head Alembic itself would migrate to."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(database_module._MIGRATIONS)
+    assert script.get_heads() == [newest_revision()]
+
+
+async def test_an_older_database_is_still_migrated(database: Database) -> None:
+    """The shortcut only skips when the stamp is the head: a database one revision behind
+    is upgraded by Alembic."""
+    head = newest_revision()
+    previous = f"{int(head) - 1:04d}"
+    await database.write(_downgrade, previous)
+    assert (await database.revision_status())[0] == previous
+    await database.migrate()
+    assert await database.revision_status() == (head, head)
+    assert await database.read(_diff) == []
