@@ -19,6 +19,7 @@ POINTS = (
     "after_approval_prompt",
     "after_reply_intent",
     "after_send",
+    "after_get_updates",
 )
 
 

@@ -11,6 +11,7 @@ Only the wiring points call :func:`load_settings`; everything else receives a
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -355,6 +356,23 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("telegram_bot_token")
+    @classmethod
+    def _telegram_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.fullmatch(r"\d+:[A-Za-z0-9_-]+", value.get_secret_value()):
+            raise ValueError("expected the token BotFather gave, like 123456:ABC-DEF1234ghIkl")
+        return value
+
+    @field_validator("telegram_webhook_secret")
+    @classmethod
+    def _telegram_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        # What Telegram accepts as setWebhook's secret_token.
+        if value is not None and not re.fullmatch(
+            r"[A-Za-z0-9_-]{1,256}", value.get_secret_value()
+        ):
+            raise ValueError("expected 1 to 256 characters from A-Z, a-z, 0-9, _ and -")
         return value
 
     @field_validator("discord_gateway_url")

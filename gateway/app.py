@@ -27,6 +27,7 @@ from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
 from gateway import routes
 from gateway import slack as slack_routes
+from gateway import telegram as telegram_routes
 from gateway.children import Child
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
@@ -35,7 +36,7 @@ from gateway.supervisor import Supervisor
 from gateway.web import api
 from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
-from workers.runtime import build_core, build_model, outbound_for, process_owner, slack_sender
+from workers.runtime import build_core, build_model, outbound_for, platform_senders, process_owner
 
 log = structlog.get_logger("chatgate.gateway")
 
@@ -99,18 +100,21 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
     routes.add_routes(app)
     api.add_routes(app)
     slack_routes.add_routes(app)
+    telegram_routes.add_routes(app)
     chosen = model if model is not None else build_model(settings)
-    sender = slack_sender(settings)
-    if sender is not None:
-        slack_routes.attach(app, settings, sender)
+    senders = platform_senders(settings)
+    if "slack" in senders:
+        slack_routes.attach(app, settings, senders["slack"])  # type: ignore[arg-type]
+    if "telegram" in senders:
+        telegram_routes.attach(app, settings, senders["telegram"])  # type: ignore[arg-type]
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with open_database(settings.database_url) as database:
             store = Store(database)
             metrics = Metrics()
             hub = WebHub()
-            outbound = outbound_for(settings, hub, slack=sender)
-            if sender is not None:
+            outbound = outbound_for(senders, hub)
+            for sender in senders.values():
                 await sender.open()
             core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
             gate = Gatekeeper(
@@ -208,7 +212,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 jobs_cancelled = await local.drain(settings.drain_seconds) if local else 0
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
                 await stack.aclose()
-                if sender is not None:
+                for sender in senders.values():
                     await sender.close()
                 for task in (sweeper, warming, *background):
                     if task is not None:

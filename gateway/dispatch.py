@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import structlog
@@ -62,17 +62,23 @@ class Dispatcher:
         self._jobs = jobs
         self._faults = faults or FaultPoints()
 
-    async def accept(self, event: InboundMessage) -> Accepted:
+    async def accept(
+        self, event: InboundMessage, *, stored: Callable[[], None] | None = None
+    ) -> Accepted:
         """Store the event durably (a duplicate is acknowledged and dropped) and act on it.
 
         When this returns, the message is safe: its turn runs now, or after a restart.
-        ``/approve ID`` and ``/deny ID`` decide at once instead of opening a turn. Strangers
-        and senders over their rate are kept (acknowledged) but open no turn.
+        ``stored`` is called as soon as it is in the ledger, before the rest (a command's
+        answer) is done. ``/approve ID`` and ``/deny ID`` decide at once instead of opening
+        a turn. Strangers and senders over their rate are kept (acknowledged) but open no
+        turn.
         """
         command = parse_command(event.text)
         admission = await self._gate.admit(event)
         open_turn = admission == "allow" and command is None
         accepted = await self._store.accept_inbound(event, open_turn=open_turn)
+        if stored is not None:
+            stored()
         outcome = "duplicate" if accepted.duplicate else _OUTCOMES[admission]
         self._metrics.inbound.labels(event.platform, outcome).inc()
         log.info(

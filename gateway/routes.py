@@ -61,6 +61,15 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+PLATFORM_CHECKS = web.AppKey("platform_checks", list[Callable[[], str | None]])
+"""Each configured platform's readiness: None when connected, else why not."""
+
+
+def add_platform_check(app: web.Application, check: Callable[[], str | None]) -> None:
+    """Make ``/readyz`` answer 503 with ``check()``'s reason while it returns one."""
+    app.setdefault(PLATFORM_CHECKS, []).append(check)
+
+
 async def readyz(request: web.Request) -> web.Response:
     """200 when the database answers and the gateway takes work; 503 with the reason."""
     runtime = request.app[RUNTIME]
@@ -72,6 +81,10 @@ async def readyz(request: web.Request) -> web.Response:
     except (TimeoutError, StorageError) as exc:
         reason = f"database: {exc or 'timed out'}"
         return web.json_response({"ready": False, "reason": reason}, status=503)
+    for check in request.app.get(PLATFORM_CHECKS, ()):
+        problem = check()
+        if problem is not None:
+            return web.json_response({"ready": False, "reason": problem}, status=503)
     return web.json_response({"ready": True})
 
 

@@ -3,18 +3,16 @@ command on one Request URL) through slack-bolt, wired to the dispatcher."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
-from agent_core.errors import ApprovalError, ScheduleActionError
-from agent_core.events import ButtonPress, Edit, InboundMessage
+from agent_core.events import ButtonPress, InboundMessage
 from agent_core.settings import Settings
-from gateway.dispatch import refusal
-from gateway.routes import MAX_BODY, json_error
+from gateway.inbound import Acceptor, act_on_press
+from gateway.routes import MAX_BODY, add_platform_check, json_error
 from gateway.runtime import RUNTIME
 
 if TYPE_CHECKING:
@@ -22,7 +20,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("chatgate.slack")
 
-_VERBS = ("pause", "resume", "delete")
 # Slack gives up on a request after 3 s; leave room for the network.
 ACK_SECONDS = 2.0
 
@@ -46,72 +43,20 @@ def attach(app: web.Application, settings: Settings, sender: SlackSender) -> Non
         return
     from adapters.slack import build_bolt, mentions_bot
 
-    background: set[asyncio.Future[Any]] = set()
-
-    def _finished(work: asyncio.Future[Any]) -> None:
-        background.discard(work)
-        if not work.cancelled() and work.exception() is not None:
-            log.error("handling a Slack message failed", exc_info=work.exception())
+    acceptor = Acceptor(ACK_SECONDS)
 
     async def on_message(event: InboundMessage) -> None:
         runtime = app[RUNTIME]
         # A reply in a thread is answered only where the agent already talks.
         known = mentions_bot(event) or await runtime.store.conversation_id_for(event.conversation)
-        if not known:
-            return
-        # The ledger write comes first and takes milliseconds; a command's answer may wait
-        # on Slack (a 429). Slack wants its 200 within 3 s: answer by then whatever is left.
-        work = asyncio.ensure_future(runtime.dispatcher.accept(event))
-        background.add(work)
-        work.add_done_callback(_finished)
-        await asyncio.wait({work}, timeout=ACK_SECONDS)
-        if work.done():
-            # Failed before it was stored (the database is down): answer Slack with an
-            # error, so it delivers the event again later instead of losing it.
-            work.result()
+        if known:
+            await acceptor.accept(runtime, event)
 
     async def on_press(press: ButtonPress) -> None:
-        runtime = app[RUNTIME]
-        if not press.approval_id:
-            await on_job_press(press)
-            return
-        try:
-            await runtime.dispatcher.decide(
-                press.approval_id,
-                decision=press.action,  # type: ignore[arg-type]
-                user=press.user,
-            )
-        except ApprovalError as exc:
-            await sender.ephemeral(press.conversation, press.user, refusal(exc))
-        except Exception:
-            log.exception("deciding a button press failed", approval_id=press.approval_id)
+        async def refuse(text: str) -> None:
+            await sender.ephemeral(press.conversation, press.user, text)
 
-    async def on_job_press(press: ButtonPress) -> None:
-        """Pause, resume or delete from a ``jobs`` listing, then redraw it in place."""
-        runtime = app[RUNTIME]
-        conversation_id = await runtime.store.conversation_id_for(press.conversation)
-        if conversation_id is None or not press.value or press.action not in _VERBS:
-            return
-        try:
-            await runtime.dispatcher.change_schedule(
-                press.value,
-                press.action,  # type: ignore[arg-type]
-                user=press.user,
-                conversation_id=conversation_id,
-            )
-        except ScheduleActionError as exc:
-            await sender.ephemeral(press.conversation, press.user, f"{exc}.")
-            return
-        if press.message is not None:
-            text, payload = await runtime.dispatcher.jobs_listing(conversation_id)
-            await sender.edit(
-                Edit(
-                    message=press.message,
-                    text=text,
-                    payload=payload,
-                    idempotency_key=f"{press.platform_event_id}:listing",
-                )
-            )
+        await act_on_press(app[RUNTIME], press, refuse=refuse, edit=sender.edit)
 
     bolt = build_bolt(
         sender,
@@ -137,6 +82,9 @@ def attach(app: web.Application, settings: Settings, sender: SlackSender) -> Non
             for handler in connected:
                 await handler.close_async()
 
+        add_platform_check(
+            app, lambda: None if connected else "slack: Socket Mode not connected yet"
+        )
         app.on_startup.append(connect)
         app.on_shutdown.append(disconnect)
 

@@ -16,10 +16,10 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -183,26 +183,39 @@ def build_core(
     )
 
 
-def slack_sender(settings: Settings) -> Any:
-    """Slack's send-only client when ``SLACK_BOT_TOKEN`` is set (imported only then)."""
-    if settings.slack_bot_token is None:
-        return None
-    from adapters.slack import SlackSender
+class PlatformSender(Outbound, Protocol):
+    """A platform's send-only client: it holds HTTP connections, opened and closed once."""
 
-    return SlackSender(settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url)
+    async def open(self) -> None:
+        """Open what the client keeps between calls."""
+        ...
+
+    async def close(self) -> None:
+        """Close it."""
+        ...
 
 
-def outbound_for(
-    settings: Settings, hub: WebHub | None = None, *, slack: Any = None
-) -> OutboundRouter:
+def platform_senders(settings: Settings) -> dict[Platform, PlatformSender]:
+    """The send-only client of each configured platform (its SDK imported only then)."""
+    senders: dict[Platform, PlatformSender] = {}
+    if settings.slack_bot_token is not None:
+        from adapters.slack import SlackSender
+
+        token = settings.slack_bot_token.get_secret_value()
+        senders["slack"] = SlackSender(token, base_url=settings.slack_api_url)
+    if settings.telegram_bot_token is not None:
+        from adapters.telegram import TelegramSender
+
+        token = settings.telegram_bot_token.get_secret_value()
+        senders["telegram"] = TelegramSender(token, base_url=settings.telegram_api_url)
+    return senders
+
+
+def outbound_for(senders: Mapping[Platform, Outbound], hub: WebHub | None = None) -> OutboundRouter:
     """Delivery through each configured platform's send-only client (REST; no live
     connection needed). The web chat's is the database itself plus a wake-up of this
     process's streams (``hub``)."""
-    senders: dict[Platform, Outbound] = {"web": WebSender(hub or WebHub())}
-    slack = slack if slack is not None else slack_sender(settings)
-    if slack is not None:
-        senders["slack"] = slack
-    return OutboundRouter(senders)
+    return OutboundRouter({"web": WebSender(hub or WebHub()), **senders})
 
 
 class WorkerRuntime:
@@ -216,7 +229,7 @@ class WorkerRuntime:
             target=self._loop.run_forever, name="chatgate-loop", daemon=True
         )
         self._database: Database | None = None
-        self._slack: Any = None
+        self._senders: dict[Platform, PlatformSender] = {}
         self.core: Core | None = None
         self.dispatcher: ScheduleDispatcher | None = None
 
@@ -230,13 +243,13 @@ class WorkerRuntime:
         await database.migrate()
         self._database = database
         store = Store(database)
-        self._slack = slack_sender(self.settings)
-        if self._slack is not None:
-            await self._slack.open()
+        self._senders = platform_senders(self.settings)
+        for sender in self._senders.values():
+            await sender.open()
         self.core = build_core(
             self.settings,
             store,
-            outbound=outbound_for(self.settings, slack=self._slack),
+            outbound=outbound_for(self._senders),
             model=build_model(self.settings),
         )
 
@@ -262,12 +275,12 @@ class WorkerRuntime:
 
     def close(self) -> None:
         """Close the platform clients and the database, and stop the loop."""
-        if self._slack is not None:
-            slack, self._slack = self._slack, None
+        senders, self._senders = self._senders, {}
+        for platform, sender in senders.items():
             try:
-                self.call(slack.close(), timeout=10)
+                self.call(sender.close(), timeout=10)
             except Exception:
-                log.exception("closing the Slack client failed")
+                log.exception("closing a platform client failed", platform=platform)
         if self._database is not None:
             database = self._database
             self._database = None

@@ -1,0 +1,291 @@
+"""Telegram end to end: the real python-telegram-bot in a ``chatgate gateway`` process
+against a fake Bot API on 127.0.0.1, webhook and long polling, the real litellm against
+the fake model."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.telegram_server import (
+    BOT_ID,
+    BOT_USERNAME,
+    WEBHOOK_SECRET,
+    FakeTelegram,
+    parse_html,
+)
+from tests.scenario.test_tool_crashes import tool_call
+
+ALICE = 5551234
+MALLORY = 6660000
+GROUP = -1001987654321
+_ids = itertools.count(1)
+
+
+@pytest.fixture
+def telegram() -> Iterator[FakeTelegram]:
+    """The fake Bot API."""
+    with FakeTelegram() as server:
+        yield server
+
+
+def _gateway(
+    database_url: str,
+    model_server: FakeModelServer,
+    telegram: FakeTelegram,
+    tmp_path: Path,
+    *,
+    webhook: bool = True,
+    **settings: str,
+) -> GatewayProcess:
+    return GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **telegram.settings(webhook=webhook),
+        **model_server.settings(),
+        **settings,
+    )
+
+
+@pytest.fixture
+def gateway(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> Iterator[GatewayProcess]:
+    """A gateway taking Telegram updates on its webhook, open to everyone."""
+    process = _gateway(database_url, model_server, telegram, tmp_path)
+    process.start()
+    yield process
+    process.stop()
+
+
+def _text(text: str, *, chat: int = ALICE, user: int = ALICE) -> dict[str, Any]:
+    """An update with a text message; a leading @mention comes with its entity, as
+    Telegram sends it."""
+    message_id = next(_ids)
+    message: dict[str, Any] = {
+        "message_id": message_id,
+        "date": int(time.time()),
+        "chat": {"id": chat, "type": "private" if chat > 0 else "supergroup"},
+        "from": {"id": user, "is_bot": False, "first_name": "Someone"},
+        "text": text,
+    }
+    if text.startswith("@"):
+        length = len(text.split()[0])
+        message["entities"] = [{"offset": 0, "length": length, "type": "mention"}]
+    return {"update_id": 800_000 + message_id, "message": message}
+
+
+def _callback(data: str, *, user: int, message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "update_id": 900_000 + next(_ids),
+        "callback_query": {
+            "id": f"cbq{next(_ids)}",
+            "from": {"id": user, "is_bot": False, "first_name": "Someone"},
+            "chat_instance": "-42",
+            "data": data,
+            "message": {
+                "message_id": message["message_id"],
+                "date": message["date"],
+                "chat": message["chat"],
+                "from": {"id": BOT_ID, "is_bot": True, "first_name": "chatgate"},
+                "text": message["text"],
+            },
+        },
+    }
+
+
+def _post(gateway: GatewayProcess, update: Any, *, secret: str | None = WEBHOOK_SECRET) -> int:
+    headers = {"Content-Type": "application/json"}
+    if secret is not None:
+        headers["X-Telegram-Bot-Api-Secret-Token"] = secret
+    raw = update if isinstance(update, bytes) else json.dumps(update).encode()
+    return http("POST", f"{gateway.url}/telegram/webhook", raw=raw, headers=headers)[0]
+
+
+def test_a_webhook_message_is_answered_once_as_a_reply(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    model_server.script("Hello <friend> & **welcome**")
+    update = _text("are you there?")
+    assert _post(gateway, update) == 200
+    assert _post(gateway, update) == 200  # Telegram resends: the same update_id
+    [sent] = telegram.wait_for("sendMessage", 1)
+    assert sent["chat_id"] == str(ALICE)
+    assert sent["parse_mode"] == "HTML"
+    assert sent["text"] == "Hello &lt;friend&gt; &amp; <b>welcome</b>"
+    assert sent["reply_parameters"]["message_id"] == update["message"]["message_id"]
+    time.sleep(1.5)
+    assert len(telegram.called("sendMessage")) == 1
+    assert model_server.user_texts() == ["are you there?"]
+
+
+def test_wrong_or_missing_secret_and_bad_bodies_are_refused(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    update = _text("let me in")
+    assert _post(gateway, update, secret="wrong") == 401
+    assert _post(gateway, update, secret=None) == 401
+    assert _post(gateway, b"{not json") == 400
+    assert _post(gateway, [1, 2]) == 400
+    assert _post(gateway, {"message": {"text": "no update id"}}) == 400
+    assert _post(gateway, {"pad": "x" * (1024 * 1024 + 10)}) == 413
+    time.sleep(1)
+    assert model_server.requests == []
+    assert telegram.called("sendMessage") == []
+    # The refused update is still answered when it comes with the right secret.
+    model_server.script("now you are in")
+    assert _post(gateway, update) == 200
+    assert telegram.wait_for("sendMessage", 1)[0]["text"] == "now you are in"
+
+
+def test_an_approval_is_pressed_on_the_keyboard_and_the_tool_runs_once(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    model_server.script(
+        tool_call("run_command", {"command": "echo from-telegram"}),
+        "The command said from-telegram.",
+    )
+    assert _post(gateway, _text("group chatter, not for the bot", chat=GROUP)) == 200
+    assert _post(gateway, _text(f"@{BOT_USERNAME} run the echo", chat=GROUP)) == 200
+    [prompt] = telegram.wait_for("sendMessage", 1)
+    keyboard = prompt["reply_markup"]["inline_keyboard"]
+    labels = [b["text"] for row in keyboard for b in row]
+    assert labels == ["Approve", "Allow in this conversation", "Deny"]
+    approve = keyboard[0][0]["callback_data"]
+    assert approve.startswith("ap:ap_")
+    shown = telegram.delivered[0]
+    # Someone else presses first: an alert for them alone, nothing runs.
+    assert _post(gateway, _callback(approve, user=MALLORY, message=shown)) == 200
+    [refused] = telegram.wait_for("answerCallbackQuery", 1)
+    assert refused["show_alert"] in (True, "true")
+    assert "may not decide" in refused["text"]
+    assert model_server.user_texts() == ["run the echo"]  # the chatter was not answered
+    # The requester approves: answered, the prompt edited, the tool runs, the reply follows.
+    assert _post(gateway, _callback(approve, user=ALICE, message=shown)) == 200
+    answers = telegram.wait_for("answerCallbackQuery", 2)
+    assert "text" not in answers[1] or not answers[1]["text"]
+    [edit] = telegram.wait_for("editMessageText", 1)
+    assert edit["message_id"] == str(shown["message_id"])
+    assert "telegram:5551234 approved run_command" in edit["text"]
+    assert not edit.get("reply_markup")
+    sent = telegram.wait_for("sendMessage", 2)
+    assert sent[1]["text"] == "The command said from-telegram."
+    assert "from-telegram" in model_server.requests[1]["messages"][-1]["content"]
+    # A second press: answered (no endless spinner), nothing runs again.
+    assert _post(gateway, _callback(approve, user=ALICE, message=shown)) == 200
+    telegram.wait_for("answerCallbackQuery", 3)
+    time.sleep(1)
+    assert len(telegram.called("editMessageText")) == 1
+    assert len(model_server.requests) == 2
+
+
+def test_a_rate_limited_chat_does_not_delay_another_chat(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    """Chat A's reply meets a 429 with retry_after=3; chat B's reply goes out meanwhile."""
+    chat_a, chat_b = 7000001, 7000002
+    telegram.limit_chat(chat_a, times=1, retry_after=3)
+    model_server.script("answer")
+    assert _post(gateway, _text("first", chat=chat_a, user=chat_a)) == 200
+    deadline = time.monotonic() + 20
+    while not telegram.called("sendMessage") and time.monotonic() < deadline:
+        time.sleep(0.02)  # A has met its 429 (the fake records the attempt)
+    model_server.script("answer")
+    assert _post(gateway, _text("second", chat=chat_b, user=chat_b)) == 200
+    deadline = time.monotonic() + 30
+    while len(telegram.delivered) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [m["chat"]["id"] for m in telegram.delivered] == [chat_b, chat_a]
+
+
+def test_a_long_reply_arrives_as_several_valid_html_messages(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    code = "\n".join(f"line_{i} = compute({i}) & check({i}) < {i * 2}" for i in range(120))
+    parts = []
+    for index in range(4):
+        parts.append(
+            f"Part {index}: **bold** and [a link](https://example.com/{index}) " + "words " * 150
+        )
+        parts.append(f"```python\n{code}\n```")
+    text = "\n\n".join(parts)
+    assert len(text) > 10_000
+    model_server.script(text)
+    assert _post(gateway, _text("explain")) == 200
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(telegram.delivered) < 4:
+        time.sleep(0.1)
+    time.sleep(1)
+    delivered = telegram.delivered
+    assert len(delivered) >= 4
+    assert all(m["text"] for m in delivered)
+    for message in delivered:
+        # The fake refused anything Telegram would not parse; check the code survived whole.
+        assert len(message["text"]) <= 4096
+        assert message["html"].count("<pre>") == message["html"].count("</pre>")
+        parse_html(message["html"])
+    joined = "".join(m["text"] for m in delivered)
+    assert joined.count("line_119 = compute(119) & check(119) < 238") == 4
+
+
+def test_polling_loses_nothing_when_killed_right_after_a_batch_arrives(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """SIGKILL right after getUpdates returned three updates, before any was stored: after a
+    restart every one is answered, once."""
+    process = _gateway(
+        database_url,
+        model_server,
+        telegram,
+        tmp_path,
+        webhook=False,
+        CHATGATE_TEST_FAULT="after_get_updates",
+    )
+    process.start()
+    try:
+        chats = (7100001, 7100002, 7100003)
+        for chat in chats:
+            telegram.queue_update(_text(f"hello from {chat}", chat=chat, user=chat))
+        assert process.wait_exit(30) != 0  # killed by the fault point
+        assert telegram.called("sendMessage") == []
+        model_server.script("one", "two", "three")
+        process.start(CHATGATE_TEST_FAULT="")
+        telegram.wait_for("sendMessage", 3)
+        time.sleep(1.5)
+        assert sorted(int(m["chat_id"]) for m in telegram.called("sendMessage")) == list(chats)
+        assert sorted(model_server.user_texts()) == sorted(f"hello from {c}" for c in chats)
+        offsets = [c.get("offset") for c in telegram.called("getUpdates")]
+        assert offsets[0] is None or offsets[0] == ""  # the first batch was never confirmed
+        assert telegram.called("deleteWebhook")  # polling and a webhook exclude each other
+    finally:
+        process.stop()
+
+
+def test_polling_answers_messages_and_button_presses(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    process = _gateway(database_url, model_server, telegram, tmp_path, webhook=False)
+    process.start()
+    try:
+        model_server.script(tool_call("run_command", {"command": "echo polled"}), "It said polled.")
+        telegram.queue_update(_text("run it"))
+        [prompt] = telegram.wait_for("sendMessage", 1)
+        approve = prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        telegram.queue_update(_callback(approve, user=ALICE, message=telegram.delivered[0]))
+        telegram.wait_for("answerCallbackQuery", 1)
+        sent = telegram.wait_for("sendMessage", 2)
+        assert sent[1]["text"] == "It said polled."
+        # The webhook route is closed in polling mode.
+        assert _post(process, _text("x")) == 404
+    finally:
+        process.stop()
