@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -225,6 +225,90 @@ def pairing_revoke(user: str) -> None:
         typer.echo(f"chatgate: {user} is not paired", err=True)
         raise typer.Exit(1)
     typer.echo(f"{user} may no longer talk to the agent")
+
+
+telegram = typer.Typer(help="Register or remove the Telegram webhook.", no_args_is_help=True)
+app.add_typer(telegram, name="telegram")
+
+
+def _telegram_bot(settings: Settings, *, needs_secret: bool) -> tuple[Any, str | None]:
+    if settings.telegram_bot_token is None:
+        typer.echo("chatgate: invalid setting TELEGRAM_BOT_TOKEN: not set", err=True)
+        raise typer.Exit(2)
+    secret = settings.telegram_webhook_secret
+    if needs_secret and secret is None:
+        typer.echo(
+            "chatgate: invalid setting TELEGRAM_WEBHOOK_SECRET: the webhook needs it (Telegram "
+            "sends it with every update and the gateway refuses updates without it)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    from adapters.telegram import TelegramSender
+
+    sender = TelegramSender(
+        settings.telegram_bot_token.get_secret_value(), base_url=settings.telegram_api_url
+    )
+    return sender, secret.get_secret_value() if secret is not None else None
+
+
+def _telegram_call(action: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    from telegram.error import TelegramError
+
+    try:
+        return asyncio.run(action())
+    except TelegramError as exc:
+        typer.echo(f"chatgate: telegram: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@telegram.command("set-webhook")
+def telegram_set_webhook(
+    url: str = typer.Argument(help="https://your.host/telegram/webhook"),
+    drop_pending_updates: bool = typer.Option(
+        False, help="Discard the updates Telegram holds for the bot"
+    ),
+) -> None:
+    """Point Telegram at URL, with TELEGRAM_WEBHOOK_SECRET and the updates chatgate reads."""
+    settings = _settings()
+    if not url.startswith("https://"):
+        typer.echo("chatgate: Telegram only delivers to https:// URLs", err=True)
+        raise typer.Exit(2)
+    sender, secret = _telegram_bot(settings, needs_secret=True)
+    from adapters.telegram import ALLOWED_UPDATES
+
+    async def go() -> None:
+        try:
+            await sender.bot.set_webhook(
+                url,
+                secret_token=secret,
+                allowed_updates=list(ALLOWED_UPDATES),
+                drop_pending_updates=drop_pending_updates,
+            )
+        finally:
+            await sender.close()
+
+    _telegram_call(go)
+    typer.echo(f"webhook set: {url} (updates: {', '.join(ALLOWED_UPDATES)})")
+
+
+@telegram.command("delete-webhook")
+def telegram_delete_webhook(
+    drop_pending_updates: bool = typer.Option(
+        False, help="Discard the updates Telegram holds for the bot"
+    ),
+) -> None:
+    """Remove the webhook (the gateway then long-polls when TELEGRAM_WEBHOOK_SECRET is unset)."""
+    settings = _settings()
+    sender, _secret = _telegram_bot(settings, needs_secret=False)
+
+    async def go() -> None:
+        try:
+            await sender.bot.delete_webhook(drop_pending_updates=drop_pending_updates)
+        finally:
+            await sender.close()
+
+    _telegram_call(go)
+    typer.echo("webhook deleted")
 
 
 def main() -> None:

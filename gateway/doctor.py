@@ -220,9 +220,70 @@ async def _slack(settings: Settings) -> Check | None:
     return Check("slack", "ok", f"auth.test ok {who}; {mode}")
 
 
+async def _telegram(settings: Settings) -> Check | None:
+    """``getMe`` (the token), then ``getWebhookInfo`` against the mode the settings ask for."""
+    if settings.telegram_bot_token is None:
+        return None
+    from telegram.error import InvalidToken, TelegramError
+
+    from adapters.telegram import ALLOWED_UPDATES, TelegramSender
+
+    sender = TelegramSender(
+        settings.telegram_bot_token.get_secret_value(), base_url=settings.telegram_api_url
+    )
+    try:
+        async with asyncio.timeout(10):
+            identity = await sender.identify()
+            info = await sender.bot.get_webhook_info()
+    except InvalidToken:
+        return Check(
+            "telegram",
+            "FAIL",
+            "getMe: Telegram does not know this token",
+            "copy the token BotFather gave into TELEGRAM_BOT_TOKEN (/token in BotFather)",
+        )
+    except (TelegramError, OSError, TimeoutError) as exc:
+        return Check(
+            "telegram",
+            "FAIL",
+            f"{settings.telegram_api_url}: {exc or 'timed out'}",
+            "check TELEGRAM_API_URL and the network",
+        )
+    finally:
+        await sender.close()
+    who = f"getMe ok as @{identity.username}"
+    if settings.telegram_webhook_secret is None:
+        if info.url:
+            return Check(
+                "telegram",
+                "WARN",
+                f"{who}; long polling, but a webhook is registered ({info.url}): the gateway "
+                "removes it when it starts",
+                "set TELEGRAM_WEBHOOK_SECRET to use the webhook, or "
+                "`chatgate telegram delete-webhook`",
+            )
+        return Check("telegram", "ok", f"{who}; long polling (no webhook registered)")
+    set_it = "chatgate telegram set-webhook https://YOUR.HOST/telegram/webhook"
+    if not info.url:
+        return Check(
+            "telegram", "FAIL", f"{who}; webhook mode, but no webhook is registered", set_it
+        )
+    problems = []
+    if not info.url.endswith("/telegram/webhook"):
+        problems.append(f"the webhook is {info.url}, not chatgate's /telegram/webhook")
+    wanted = set(ALLOWED_UPDATES)
+    if info.allowed_updates and not wanted <= set(info.allowed_updates):
+        problems.append(f"it is not sent {', '.join(sorted(wanted - set(info.allowed_updates)))}")
+    if info.last_error_message:
+        problems.append(f"Telegram's last delivery failed: {info.last_error_message}")
+    if problems:
+        return Check("telegram", "WARN", f"{who}; " + "; ".join(problems), set_it)
+    pending = f", {info.pending_update_count} pending" if info.pending_update_count else ""
+    return Check("telegram", "ok", f"{who}; webhook {info.url}{pending}")
+
+
 def _platforms(settings: Settings) -> list[Check]:
     configured = {
-        "telegram": settings.telegram_bot_token,
         "discord": settings.discord_bot_token,
     }
     return [
@@ -247,9 +308,9 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(_web(settings))
     checks.append(_tools(settings))
     checks.append(_secrets(settings, os.environ))
-    slack = await _slack(settings)
-    if slack is not None:
-        checks.append(slack)
+    for platform in (await _slack(settings), await _telegram(settings)):
+        if platform is not None:
+            checks.append(platform)
     checks.extend(_platforms(settings))
     checks.append(await _model(settings))
     return checks

@@ -94,7 +94,7 @@ class FakeTelegram:
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         # Every message sendMessage accepted, in order (rate-limited attempts are not).
         self.delivered: list[dict[str, Any]] = []
-        self.webhook: dict[str, Any] = {"url": "", "pending_update_count": 0}
+        self.webhook: dict[str, Any] = {"url": "", "has_custom_certificate": False}
         # chat id -> (429s still to answer, retry_after seconds)
         self.rate_limited: dict[int, list[int]] = {}
         self._updates: list[dict[str, Any]] = []
