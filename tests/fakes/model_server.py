@@ -21,6 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.loopback import LoopbackServer
+
 
 @dataclass
 class Scripted:
@@ -34,18 +36,14 @@ class Scripted:
     gate: threading.Event | None = None
 
 
-class FakeModelServer:
+class FakeModelServer(LoopbackServer):
     """The server; use as a context manager."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
         self._script: collections.deque[Scripted] = collections.deque()
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
         self._stopped = threading.Event()
-        self.port = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.barrier: tuple[int, float] | None = None
@@ -93,34 +91,15 @@ class FakeModelServer:
                     raise TimeoutError(f"{len(self.requests)} of {count} model requests arrived")
                 self._arrived.wait(left)
 
-    def __enter__(self) -> FakeModelServer:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopped.set()
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
+        """The two OpenAI routes litellm calls, with and without the /v1 prefix."""
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._completions)
             app.router.add_get(f"{prefix}/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
 
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    async def stopping(self) -> None:
+        """Release answers still waiting on a gate."""
+        self._stopped.set()
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})

@@ -12,12 +12,13 @@ import hashlib
 import hmac
 import itertools
 import json
-import threading
 import time
 from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+
+from tests.fakes.loopback import LoopbackServer
 
 TEAM = "T0CHATGATE"
 BOT_USER = "UBOTCG01"
@@ -38,11 +39,11 @@ def signed_headers(
     }
 
 
-class FakeSlack:
+class FakeSlack(LoopbackServer):
     """The server; use as a context manager. ``calls`` holds (method, arguments)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, dict[str, Any]]] = []
+        super().__init__()
         self.rate_limit_next = 0
         # What auth.test reports in X-OAuth-Scopes.
         self.scopes = (
@@ -54,11 +55,6 @@ class FakeSlack:
         self._outbox: asyncio.Queue[dict[str, Any]] | None = None
         self.connections = 0
         self._ts = itertools.count(1)
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def api_url(self) -> str:
@@ -90,46 +86,16 @@ class FakeSlack:
 
     def posted(self, method: str = "chat.postMessage") -> list[dict[str, Any]]:
         """The arguments of every call of ``method``, in order."""
-        with self._lock:
-            return [args for name, args in self.calls if name == method]
+        return self.called(method)
 
-    def wait_for(self, method: str, count: int, *, timeout: float = 30) -> list[dict[str, Any]]:
-        """Block until ``count`` calls of ``method`` arrived; return them."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.posted(method)
-            if len(found) >= count:
-                return found
-            time.sleep(0.05)
-        raise AssertionError(f"{count} {method} calls not seen in {timeout}s: {self.calls}")
-
-    def __enter__(self) -> FakeSlack:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    async def _start(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
+        """The Web API and the Socket Mode WebSocket."""
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/link", self._socket)
-        self._outbox = asyncio.Queue()
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
 
-    async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    async def started(self) -> None:
+        """The Socket Mode outbox lives on the server's loop."""
+        self._outbox = asyncio.Queue()
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -167,13 +133,11 @@ class FakeSlack:
             arguments = dict(parse_qsl(raw))
         if method == "chat.postMessage" and self.rate_limit_next > 0:
             self.rate_limit_next -= 1
-            with self._lock:
-                self.calls.append(("ratelimited", arguments))
+            self.record("ratelimited", arguments)
             return web.json_response(
                 {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "1"}
             )
-        with self._lock:
-            self.calls.append((method, arguments))
+        self.record(method, arguments)
         if method == "auth.test":
             return web.json_response(
                 {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BCG01", "team": "t"},

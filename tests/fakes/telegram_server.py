@@ -18,12 +18,13 @@ import asyncio
 import itertools
 import json
 import re
-import threading
 import time
 from html.parser import HTMLParser
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.loopback import LoopbackServer
 
 TOKEN = "123456789:AAEtestTokenForChatgateOnly_0123456789"
 BOT_ID = 123456789
@@ -86,11 +87,11 @@ def parse_html(text: str) -> str:
     return "".join(parser.text)
 
 
-class FakeTelegram:
+class FakeTelegram(LoopbackServer):
     """The server; use as a context manager. ``calls`` holds (method, arguments)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, dict[str, Any]]] = []
+        super().__init__()
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         # Every message sendMessage accepted, in order (rate-limited attempts are not).
         self.delivered: list[dict[str, Any]] = []
@@ -101,13 +102,8 @@ class FakeTelegram:
         self._confirmed = 0
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(500)
-        self._lock = threading.Lock()
         self._arrived: asyncio.Event | None = None
         self._closing = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def api_url(self) -> str:
@@ -135,58 +131,26 @@ class FakeTelegram:
         """Answer the next ``times`` sendMessage calls to ``chat_id`` with 429."""
         self.rate_limited[chat_id] = [times, retry_after]
 
-    def called(self, method: str) -> list[dict[str, Any]]:
-        """The arguments of every call of ``method``, in order."""
-        with self._lock:
-            return [args for name, args in self.calls if name == method]
-
-    def wait_for(self, method: str, count: int, *, timeout: float = 30) -> list[dict[str, Any]]:
-        """Block until ``count`` calls of ``method`` arrived; return them."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.called(method)
-            if len(found) >= count:
-                return found
-            time.sleep(0.05)
-        raise AssertionError(f"{count} {method} calls not seen in {timeout}s: {self.calls}")
-
-    def __enter__(self) -> FakeTelegram:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    async def _start(self) -> None:
-        self._arrived = asyncio.Event()
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
+        """``/bot{token}/{method}``, any HTTP method, like the Bot API."""
         app.router.add_route("*", "/bot{token}/{method}", self._api)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
 
-    async def _stop(self) -> None:
+    async def started(self) -> None:
+        """Long polls wait on this event."""
+        self._arrived = asyncio.Event()
+
+    async def stopping(self) -> None:
+        """Answer the long polls now."""
         self._closing = True
         if self._arrived is not None:
-            self._arrived.set()  # long polls answer now
-        if self._runner is not None:
-            await self._runner.cleanup()
+            self._arrived.set()
 
     async def _api(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != TOKEN:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         arguments = await _arguments(request)
-        with self._lock:
-            self.calls.append((method, arguments))
+        self.record(method, arguments)
         handler = getattr(self, f"_{method}", None)
         if handler is None:
             return _error(404, "Not Found: method not found")

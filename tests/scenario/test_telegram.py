@@ -289,3 +289,30 @@ def test_polling_answers_messages_and_button_presses(
         assert _post(process, _text("x")) == 404
     finally:
         process.stop()
+
+
+def test_jobs_has_buttons_that_pause_and_delete(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    model_server.script(
+        tool_call("schedule_task", {"prompt": "report", "schedule": "0 9 * * 1-5"}), "Scheduled."
+    )
+    assert _post(gateway, _text("every weekday at 9")) == 200
+    telegram.wait_for("sendMessage", 1)
+    assert _post(gateway, _text("/jobs")) == 200
+    listing = telegram.wait_for("sendMessage", 2)[1]
+    [row] = listing["reply_markup"]["inline_keyboard"]
+    assert [b["text"].split()[0] for b in row] == ["Pause", "Delete"]
+    pause = row[0]["callback_data"]
+    shown = telegram.delivered[1]
+    # Someone else may not pause it: an alert.
+    assert _post(gateway, _callback(pause, user=MALLORY, message=shown)) == 200
+    [refused] = telegram.wait_for("answerCallbackQuery", 1)
+    assert "only telegram:5551234" in refused["text"]
+    # Its creator may: the listing is redrawn in place with Resume.
+    assert _post(gateway, _callback(pause, user=ALICE, message=shown)) == 200
+    [edit] = telegram.wait_for("editMessageText", 1)
+    assert edit["message_id"] == str(shown["message_id"])
+    [redrawn] = edit["reply_markup"]["inline_keyboard"]
+    assert [b["text"].split()[0] for b in redrawn] == ["Resume", "Delete"]
+    assert "paused" in edit["text"]
