@@ -25,6 +25,7 @@ from agent_core.ratelimit import RateLimiter
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
+from gateway import discord as discord_gateway
 from gateway import routes
 from gateway import slack as slack_routes
 from gateway import telegram as telegram_routes
@@ -107,6 +108,8 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
         slack_routes.attach(app, settings, senders["slack"])  # type: ignore[arg-type]
     if "telegram" in senders:
         telegram_routes.attach(app, settings, senders["telegram"])  # type: ignore[arg-type]
+    if "discord" in senders:
+        discord_gateway.attach(app, settings, senders["discord"])  # type: ignore[arg-type]
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with open_database(settings.database_url) as database:

@@ -208,6 +208,11 @@ def platform_senders(settings: Settings) -> dict[Platform, PlatformSender]:
 
         token = settings.telegram_bot_token.get_secret_value()
         senders["telegram"] = TelegramSender(token, base_url=settings.telegram_api_url)
+    if settings.discord_bot_token is not None:
+        from adapters.discord import DiscordSender
+
+        token = settings.discord_bot_token.get_secret_value()
+        senders["discord"] = DiscordSender(token, api_url=settings.discord_api_url)
     return senders
 
 

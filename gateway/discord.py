@@ -1,0 +1,254 @@
+"""Discord in the gateway: discord.py's gateway connection (DMs, guild messages, message
+content), wired to the dispatcher; button presses through ``ui.DynamicItem`` so buttons
+sent before a restart still work.
+
+discord.py resumes the session after a disconnect (Discord replays what was missed; the
+ingress ledger drops what is already stored). ``DISCORD_API_URL`` and
+``DISCORD_GATEWAY_URL`` are set on discord.py's class attributes (it has no options for
+them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+from agent_core.events import InboundMessage
+from agent_core.settings import Settings
+from gateway.inbound import Acceptor, act_on_press
+from gateway.routes import add_platform_check
+from gateway.runtime import RUNTIME
+
+if TYPE_CHECKING:
+    import discord
+
+    from adapters.discord import DiscordSender, MessageFacts
+
+log = structlog.get_logger("chatgate.discord")
+
+# Discord drops an interaction not acknowledged within 3 s; we defer at once.
+_TYPING_SECONDS = 8.0
+_TYPING_LIMIT_SECONDS = 120.0
+
+
+def intents() -> discord.Intents:
+    """What chatgate reads: guilds (channels and threads), guild and direct messages and
+    their content (a privileged intent, switched on in the developer portal)."""
+    import discord
+
+    wanted = discord.Intents.none()
+    wanted.guilds = True
+    wanted.guild_messages = True
+    wanted.dm_messages = True
+    wanted.message_content = True
+    return wanted
+
+
+def facts_from_message(message: discord.Message) -> MessageFacts:
+    """What a discord.py ``Message`` says (the same facts a recorded dispatch gives
+    :func:`adapters.discord.facts_from_dispatch`), for :func:`adapters.discord.inbound`."""
+    import discord
+
+    from adapters.discord import MessageFacts, attachment
+
+    channel = message.channel
+    thread_parent = None
+    bot_in_thread = False
+    if isinstance(channel, discord.Thread):
+        thread_parent = str(channel.parent_id)
+        bot_in_thread = channel.me is not None
+    replied = None
+    reference = message.reference
+    if reference is not None and isinstance(reference.resolved, discord.Message):
+        replied = str(reference.resolved.author.id)
+    return MessageFacts(
+        message_id=str(message.id),
+        channel_id=str(message.channel.id),
+        guild_id=str(message.guild.id) if message.guild is not None else None,
+        author_id=str(message.author.id),
+        author_is_bot=message.author.bot or message.author.system,
+        webhook=message.webhook_id is not None,
+        type=message.type.value,
+        content=message.content,
+        mentions=tuple(str(m.id) for m in message.mentions),
+        replied_to_author=replied,
+        thread_parent=thread_parent,
+        bot_in_thread=bot_in_thread,
+        attachments=tuple(
+            attachment(
+                {
+                    "id": a.id,
+                    "filename": a.filename,
+                    "size": a.size,
+                    "url": a.url,
+                    "content_type": a.content_type,
+                }
+            )
+            for a in message.attachments
+        ),
+    )
+
+
+class DiscordGateway:
+    """The gateway connection and what it does with messages and presses."""
+
+    def __init__(self, app: web.Application, settings: Settings, sender: DiscordSender) -> None:
+        self._app = app
+        self._settings = settings
+        self.sender = sender
+        self.client: Any = None
+        self._acceptor = Acceptor(None)
+        self._running: asyncio.Task[None] | None = None
+        self._typing: dict[int, asyncio.Task[None]] = {}
+
+    def ready(self) -> str | None:
+        """None once the gateway session is up."""
+        if self.client is None or not self.client.is_ready():
+            return "discord: gateway not connected yet"
+        return None
+
+    def _build(self) -> Any:
+        import discord
+        import discord.gateway
+        import yarl
+
+        from adapters.discord import button_class, point_at
+
+        point_at(self._settings.discord_api_url)
+        gateway_url = yarl.URL(self._settings.discord_gateway_url)
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway_url
+        outer = self
+
+        class Client(discord.Client):
+            async def setup_hook(self) -> None:
+                self.add_dynamic_items(button_class())
+
+            async def on_ready(self) -> None:
+                log.info("discord connected", bot=str(self.user), guilds=len(self.guilds))
+
+            async def on_message(self, message: discord.Message) -> None:
+                await outer.on_message(message)
+
+            async def chatgate_press(self, interaction: discord.Interaction, custom: str) -> None:
+                await outer.on_press(interaction, custom)
+
+        return Client(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Store an addressed message (a RESUME's replay is a duplicate), then type until
+        the reply goes out."""
+        from adapters.discord import inbound
+
+        assert self.client is not None
+        assert self.client.user is not None
+        event = inbound(facts_from_message(message), bot_id=str(self.client.user.id))
+        if not isinstance(event, InboundMessage):
+            return
+        await self._acceptor.accept(self._app[RUNTIME], event)
+        self._start_typing(message.channel)
+
+    async def on_press(self, interaction: discord.Interaction, custom: str) -> None:
+        """Acknowledge within Discord's 3 seconds (defer), then decide; a refusal is an
+        ephemeral followup only the presser sees."""
+        import discord
+
+        from adapters.discord import button_press
+
+        await interaction.response.defer()
+        channel = interaction.channel
+        thread_parent = (
+            str(channel.parent_id)
+            if isinstance(channel, discord.Thread) and channel.parent_id
+            else None
+        )
+        press = button_press(
+            interaction_id=str(interaction.id),
+            custom_id=custom,
+            user=str(interaction.user.id),
+            guild_id=str(interaction.guild_id) if interaction.guild_id else None,
+            channel_id=str(interaction.channel_id),
+            thread_parent=thread_parent,
+            message_id=str(interaction.message.id) if interaction.message else None,
+        )
+        if press is None:
+            return
+
+        async def refuse(text: str) -> None:
+            await interaction.followup.send(
+                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+
+        await act_on_press(self._app[RUNTIME], press, refuse=refuse, edit=self.sender.edit)
+
+    def _start_typing(self, channel: Any) -> None:
+        if channel.id in self._typing:
+            return
+
+        async def keep_typing() -> None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(_TYPING_LIMIT_SECONDS):
+                    while True:
+                        await channel.typing()
+                        await asyncio.sleep(_TYPING_SECONDS)
+
+        task = asyncio.create_task(keep_typing(), name=f"typing:{channel.id}")
+        self._typing[channel.id] = task
+        task.add_done_callback(lambda _: self._typing.pop(channel.id, None))
+
+    def stop_typing(self, channel_id: int) -> None:
+        """The reply went out: stop the indicator."""
+        task = self._typing.get(channel_id)
+        if task is not None:
+            task.cancel()
+
+    async def start(self, app: web.Application) -> None:
+        """Log in and connect in the background (discord.py reconnects and resumes)."""
+        self.client = self._build()
+        token = self._settings.discord_bot_token
+        assert token is not None
+
+        async def run() -> None:
+            import discord
+
+            try:
+                await self.client.login(token.get_secret_value())
+                self.sender.use(self.client)
+                await self.client.connect(reconnect=True)
+            except discord.LoginFailure:
+                log.error("discord rejected DISCORD_BOT_TOKEN; run chatgate doctor")
+            except discord.PrivilegedIntentsRequired:
+                log.error(
+                    "discord: the Message Content intent is off; switch it on in the "
+                    "developer portal (Bot, Privileged Gateway Intents)"
+                )
+
+        self._running = asyncio.create_task(run(), name="discord-gateway")
+
+    async def stop(self, app: web.Application) -> None:
+        """Close the connection."""
+        for task in list(self._typing.values()):
+            task.cancel()
+        if self.client is not None:
+            await self.client.close()
+        if self._running is not None:
+            self._running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._running
+        await self._acceptor.drain()
+
+
+DISCORD = web.AppKey("discord", DiscordGateway)
+
+
+def attach(app: web.Application, settings: Settings, sender: DiscordSender) -> None:
+    """Connect to the Discord gateway while the app runs."""
+    discord_gateway = DiscordGateway(app, settings, sender)
+    app[DISCORD] = discord_gateway
+    sender.on_sent = discord_gateway.stop_typing
+    add_platform_check(app, discord_gateway.ready)
+    app.on_startup.append(discord_gateway.start)
+    app.on_shutdown.append(discord_gateway.stop)

@@ -1,0 +1,168 @@
+"""Recorded Discord gateway dispatches (the shapes Discord sends over the gateway, API v10)
+parse to the events we expect, or are ignored as we expect; the buttons we send fit
+Discord's limits and carry what a restarted client needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.base import BadRequest
+from adapters.discord import (
+    CUSTOM_ID,
+    approval_content,
+    custom_id,
+    facts_from_dispatch,
+    inbound,
+    nonce,
+    parse_interaction,
+)
+from agent_core.events import (
+    ApprovalPrompt,
+    ConversationKey,
+    InboundMessage,
+    event_from_json,
+    event_to_json,
+)
+
+HERE = Path(__file__).parent
+BOT = "1100000000000000001"
+GUILD = "1000000000000000100"
+ALICE = "discord:301234567890123456"
+
+
+def _data(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((HERE / f"{name}.json").read_text())["d"]
+    return loaded
+
+
+def _message(name: str, **where: Any) -> InboundMessage | None:
+    event = inbound(facts_from_dispatch(_data(name), **where), bot_id=BOT)
+    if event is not None:
+        assert event_from_json(event_to_json(event)) == event
+    return event
+
+
+def test_a_dm_is_one_conversation_with_its_attachments() -> None:
+    event = _message("message_create_dm")
+    assert event is not None
+    assert event.conversation == ConversationKey(
+        platform="discord", workspace="@me", channel="1298765432101234567", thread=None
+    )
+    assert event.user == ALICE
+    assert event.text == "what's the status of <the> deploy & rollback?"
+    assert event.platform_event_id == "msg:1312785442617487380"
+    assert event.reply_to == "1312785442617487380"
+    [attachment] = event.attachments
+    assert (attachment.name, attachment.size) == ("trace.txt", 5120)
+    assert attachment.mime_type == "text/plain; charset=utf-8"
+
+
+def test_a_guild_mention_is_the_channel_s_conversation_without_the_mention() -> None:
+    event = _message("message_create_guild_mention")
+    assert event is not None
+    assert event.conversation == ConversationKey(
+        platform="discord", workspace=GUILD, channel="1200000000000000010", thread=None
+    )
+    assert event.text == "summarise today's incidents"
+    assert event.mentions == (f"discord:{BOT}",)
+
+
+def test_guild_chatter_that_does_not_address_the_bot_is_ignored() -> None:
+    assert _message("message_create_guild_chatter") is None
+
+
+def test_a_thread_message_counts_when_the_bot_is_in_the_thread() -> None:
+    parent = "1200000000000000010"
+    event = _message("message_create_thread", thread_parent=parent, bot_in_thread=True)
+    assert event is not None
+    assert event.conversation == ConversationKey(
+        platform="discord", workspace=GUILD, channel=parent, thread="1300000000000000020"
+    )
+    assert event.text == "and what about the second one?"
+    # In a thread the bot is not in, an unaddressed message is not for it.
+    assert _message("message_create_thread", thread_parent=parent, bot_in_thread=False) is None
+
+
+def test_other_bots_are_ignored_even_when_they_mention_us() -> None:
+    assert _message("message_create_bot") is None
+
+
+def test_a_reply_to_the_bot_counts_as_addressing_it() -> None:
+    data = _data("message_create_guild_chatter")
+    data["type"] = 19
+    data["referenced_message"] = {"id": "1", "author": {"id": BOT, "bot": True}}
+    assert inbound(facts_from_dispatch(data), bot_id=BOT) is not None
+
+
+@pytest.mark.parametrize("kind", [6, 7, 18, 21])  # pin, join, thread created, thread starter
+def test_system_messages_are_ignored(kind: int) -> None:
+    data = _data("message_create_guild_mention")
+    data["type"] = kind
+    assert inbound(facts_from_dispatch(data), bot_id=BOT) is None
+
+
+def test_a_button_interaction_is_a_press_from_its_member() -> None:
+    press = parse_interaction(_data("interaction_create_button"))
+    assert press is not None
+    assert press.user == ALICE
+    assert (press.approval_id, press.action) == ("ap_0123456789ab", "approve")
+    assert press.conversation == ConversationKey(
+        platform="discord", workspace=GUILD, channel="1200000000000000010"
+    )
+    assert press.message is not None
+    assert press.message.message_id == "1312785750000000001"
+    assert press.platform_event_id == "int:1312785800000000001"
+    assert event_from_json(event_to_json(press)) == press
+
+
+def test_a_press_in_a_thread_belongs_to_the_thread_conversation() -> None:
+    data = _data("interaction_create_button")
+    data["channel_id"] = "1300000000000000020"
+    data["channel"] = {"type": 11, "id": "1300000000000000020", "parent_id": "1200000000000000010"}
+    press = parse_interaction(data)
+    assert press is not None
+    assert (press.channel, press.thread) == ("1200000000000000010", "1300000000000000020")
+
+
+def test_buttons_that_are_not_ours_and_other_interactions_are_no_press() -> None:
+    data = _data("interaction_create_button")
+    data["data"]["custom_id"] = "music:skip"
+    assert parse_interaction(data) is None
+    data["data"]["custom_id"] = "cg:ap:explode:ap_0123456789ab"
+    assert parse_interaction(data) is None
+    assert parse_interaction({**_data("interaction_create_button"), "type": 2}) is None
+
+
+def test_malformed_dispatches_are_bad_requests() -> None:
+    with pytest.raises(BadRequest):
+        facts_from_dispatch({"content": "no id"})
+    with pytest.raises(BadRequest):
+        parse_interaction({"type": 3, "id": "1"})
+
+
+def test_custom_ids_and_nonces_fit_discord_s_limits() -> None:
+    made = custom_id("ap", "allow", "ap_0123456789abcdef0123456789ab")
+    assert len(made) <= 100
+    assert CUSTOM_ID.fullmatch(made)
+    with pytest.raises(ValueError):
+        custom_id("ap", "approve", "has spaces")
+    assert len(nonce("123:4:0")) <= 25
+    assert nonce("123:4:0") == nonce("123:4:0") != nonce("123:4:1")
+
+
+def test_the_prompt_shows_the_arguments_without_breaking_its_code_block() -> None:
+    prompt = ApprovalPrompt(
+        conversation=ConversationKey(platform="discord", workspace=GUILD, channel="1"),
+        approval_id="ap_0123456789ab",
+        tool="run_command",
+        arguments={"command": "echo ``` @everyone"},
+        requested_by=ALICE,
+        idempotency_key="k",
+    )
+    content = approval_content(prompt)
+    assert content.count("```") == 2
+    assert len(content) <= 2000

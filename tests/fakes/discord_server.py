@@ -1,0 +1,393 @@
+"""A fake Discord REST API and gateway on 127.0.0.1 (``DISCORD_API_URL``,
+``DISCORD_GATEWAY_URL``) for the real discord.py.
+
+REST answers what chatgate calls (login, messages, edits, typing, interaction callbacks and
+followups) with ``Content-Type: application/json`` exactly, as discord.py requires, and
+honours ``nonce`` + ``enforce_nonce`` like Discord (the same nonce returns the message
+already created). It can answer a channel's next message with a 429 carrying the ``Via``
+header (a real rate limit, which discord.py retries; without ``Via`` it is a Cloudflare
+ban). The gateway says HELLO, answers IDENTIFY with READY and a GUILD_CREATE, RESUME with
+RESUMED, heartbeats with ACKs, and pushes the dispatches a test gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.loopback import LoopbackServer
+
+TOKEN = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.fake.chatgate-test-token"
+BOT_ID = "1100000000000000001"
+APP_ID = BOT_ID
+GUILD = "1000000000000000100"
+CHANNEL = "1200000000000000010"
+THREAD = "1300000000000000020"
+BOT_USER = {"id": BOT_ID, "username": "chatgate", "discriminator": "4242", "avatar": None,
+            "bot": True, "global_name": None}  # fmt: skip
+# GATEWAY_MESSAGE_CONTENT: the privileged intent switched on in the developer portal.
+MESSAGE_CONTENT_FLAG = 1 << 18
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(body).encode(),
+        status=status,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+
+
+def user(user_id: str, name: str = "someone") -> dict[str, Any]:
+    """A user object."""
+    return {"id": user_id, "username": name, "discriminator": "0", "avatar": None,
+            "global_name": name.title()}  # fmt: skip
+
+
+class FakeDiscord(LoopbackServer):
+    """The server; use as a context manager. ``calls`` holds (route, JSON body)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: dict[str, dict[str, Any]] = {}
+        # Messages created, in order (a nonce-deduplicated resend is not a new one).
+        self.created: list[dict[str, Any]] = []
+        self.rate_limited: dict[str, int] = {}
+        self.application_flags = MESSAGE_CONTENT_FLAG
+        self.identified: list[dict[str, Any]] = []
+        self.resumed = 0
+        self.connections = 0
+        self._ids = itertools.count(1400000000000000000)
+        self._nonces: dict[tuple[str, str], dict[str, Any]] = {}
+        self._socket: web.WebSocketResponse | None = None
+        self._seq = itertools.count(2)
+
+    @property
+    def api_url(self) -> str:
+        """The REST base for ``DISCORD_API_URL``."""
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        """The gateway for ``DISCORD_GATEWAY_URL``."""
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    def settings(self) -> dict[str, str]:
+        """The chatgate settings pointing Discord at this server."""
+        return {
+            "DISCORD_BOT_TOKEN": TOKEN,
+            "DISCORD_API_URL": self.api_url,
+            "DISCORD_GATEWAY_URL": self.gateway_url,
+        }
+
+    def routes(self, app: web.Application) -> None:
+        """REST under /api/v10 and the gateway WebSocket."""
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+
+    def next_id(self) -> str:
+        """A fresh snowflake."""
+        return str(next(self._ids))
+
+    def limit_channel(self, channel_id: str, times: int = 1) -> None:
+        """Answer the next ``times`` messages to ``channel_id`` with a 429 (with ``Via``)."""
+        self.rate_limited[channel_id] = times
+
+    def wait_connected(self, count: int = 1, timeout: float = 30) -> None:
+        """Block until ``count`` gateway sessions identified (or resumed)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.identified) + self.resumed >= count and self._socket is not None:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"no gateway session after {timeout}s")
+
+    def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Push a dispatch to the connected client."""
+        socket = self._socket
+        assert socket is not None, "no client connected"
+        frame = {"op": 0, "t": event, "s": next(self._seq), "d": data}
+        asyncio.run_coroutine_threadsafe(socket.send_json(frame), self._loop).result(10)
+
+    def reconnect(self) -> None:
+        """Ask the client to reconnect and RESUME (op 7)."""
+        socket = self._socket
+        assert socket is not None
+        asyncio.run_coroutine_threadsafe(socket.send_json({"op": 7, "d": None}), self._loop).result(
+            10
+        )
+
+    def message_create(
+        self,
+        text: str,
+        *,
+        author: str = "301234567890123456",
+        channel: str = CHANNEL,
+        guild: str | None = GUILD,
+        mention: bool = False,
+    ) -> dict[str, Any]:
+        """Push a MESSAGE_CREATE from a person; return its data."""
+        data: dict[str, Any] = {
+            "id": self.next_id(),
+            "type": 0,
+            "channel_id": channel,
+            "author": user(author),
+            "content": f"<@{BOT_ID}> {text}" if mention else text,
+            "mentions": [BOT_USER] if mention else [],
+            "mention_roles": [],
+            "mention_everyone": False,
+            "attachments": [],
+            "embeds": [],
+            "timestamp": "2026-11-30T08:00:00.000000+00:00",
+            "edited_timestamp": None,
+            "tts": False,
+            "pinned": False,
+            "flags": 0,
+            "components": [],
+        }
+        if guild is not None:
+            data["guild_id"] = guild
+            data["member"] = {"roles": [], "joined_at": "2026-01-01T00:00:00+00:00",
+                              "deaf": False, "mute": False, "flags": 0}  # fmt: skip
+        self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    def press(self, message: dict[str, Any], custom_id: str, *, presser: str) -> str:
+        """Push an INTERACTION_CREATE for a button on ``message``; return its id."""
+        interaction_id = self.next_id()
+        channel = message["channel_id"]
+        data: dict[str, Any] = {
+            "id": interaction_id,
+            "application_id": APP_ID,
+            "type": 3,
+            "token": f"itok-{interaction_id}",
+            "version": 1,
+            "channel_id": channel,
+            "channel": {"id": channel, "type": 11 if channel == THREAD else 0,
+                        "parent_id": CHANNEL if channel == THREAD else None, "guild_id": GUILD},
+            "guild_id": GUILD,
+            "member": {"user": user(presser), "roles": [], "permissions": "0",
+                       "joined_at": "2026-01-01T00:00:00+00:00", "deaf": False, "mute": False,
+                       "flags": 0},
+            "message": message,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "app_permissions": "0",
+            "locale": "en-US",
+            "guild_locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": GUILD},
+            "context": 0,
+            "attachment_size_limit": 10485760,
+        }  # fmt: skip
+        self.dispatch("INTERACTION_CREATE", data)
+        return interaction_id
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self.connections += 1
+        await socket.send_json({"op": 10, "d": {"heartbeat_interval": 41250}})
+        async for frame in socket:
+            if frame.type != web.WSMsgType.TEXT:
+                continue
+            payload = json.loads(frame.data)
+            op = payload.get("op")
+            if op == 1:
+                await socket.send_json({"op": 11})
+            elif op == 2:
+                self.identified.append(payload["d"])
+                self._socket = socket
+                await socket.send_json(self._ready())
+                await socket.send_json(
+                    {"op": 0, "t": "GUILD_CREATE", "s": next(self._seq), "d": self._guild()}
+                )
+            elif op == 6:
+                self.resumed += 1
+                self._socket = socket
+                await socket.send_json({"op": 0, "t": "RESUMED", "s": next(self._seq), "d": {}})
+        if self._socket is socket:
+            self._socket = None
+        return socket
+
+    def _ready(self) -> dict[str, Any]:
+        return {
+            "op": 0,
+            "t": "READY",
+            "s": 1,
+            "d": {
+                "v": 10,
+                "user": BOT_USER,
+                "guilds": [{"id": GUILD, "unavailable": True}],
+                "session_id": f"session-{self.connections}",
+                "resume_gateway_url": self.gateway_url,
+                "application": {"id": APP_ID, "flags": self.application_flags},
+                "private_channels": [],
+            },
+        }
+
+    def _guild(self) -> dict[str, Any]:
+        channel = {
+            "id": CHANNEL,
+            "type": 0,
+            "name": "ops",
+            "position": 0,
+            "guild_id": GUILD,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+        }
+        thread = {
+            "id": THREAD,
+            "type": 11,
+            "name": "incident",
+            "guild_id": GUILD,
+            "parent_id": CHANNEL,
+            "owner_id": "301234567890123456",
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": "2026-11-30T08:00:00+00:00",
+                "locked": False,
+            },
+            "member": {
+                "id": THREAD,
+                "user_id": BOT_ID,
+                "join_timestamp": "2026-11-30T08:00:00+00:00",
+                "flags": 0,
+            },
+            "message_count": 1,
+            "member_count": 2,
+        }
+        return {
+            "id": GUILD, "name": "Test guild", "icon": None, "owner_id": "301234567890123456",
+            "roles": [{"id": GUILD, "name": "@everyone", "permissions": "0", "position": 0,
+                       "color": 0, "hoist": False, "managed": False, "mentionable": False,
+                       "flags": 0}],
+            "channels": [channel], "threads": [thread], "members": [], "emojis": [],
+            "stickers": [], "features": [], "member_count": 2, "large": False,
+            "unavailable": False, "joined_at": "2026-01-01T00:00:00+00:00", "voice_states": [],
+            "presences": [], "stage_instances": [], "guild_scheduled_events": [],
+            "verification_level": 0, "default_message_notifications": 0,
+            "explicit_content_filter": 0, "mfa_level": 0, "premium_tier": 0,
+            "system_channel_flags": 0, "preferred_locale": "en-US", "nsfw_level": 0,
+            "premium_progress_bar_enabled": False,
+        }  # fmt: skip
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        body: Any = None
+        if request.can_read_body:
+            raw = await request.read()
+            if request.content_type == "multipart/form-data":
+                body = {"multipart": True}
+            else:
+                body = json.loads(raw) if raw else None
+        route = f"{request.method} {path}"
+        authorised = request.headers.get("Authorization") == f"Bot {TOKEN}"
+        if not authorised and not path.startswith(("interactions/", "webhooks/")):
+            return _json({"message": "401: Unauthorized", "code": 0}, 401)
+        self.record(route, body if isinstance(body, dict) else {"body": body})
+        parts = path.split("/")
+        if route == "GET users/@me":
+            return _json(BOT_USER)
+        if route == "GET oauth2/applications/@me":
+            return _json(self._application())
+        if request.method == "POST" and len(parts) == 3 and parts[0] == "channels":
+            if parts[2] == "typing":
+                return web.Response(status=204)
+            if parts[2] == "messages":
+                return self._create(parts[1], body or {})
+        if request.method == "PATCH" and len(parts) == 4 and parts[2] == "messages":
+            return self._edit(parts[3], body or {})
+        if parts[0] == "interactions" and parts[-1] == "callback":
+            return self._callback(parts[1], body or {})
+        if parts[0] == "webhooks" and request.method in ("POST", "PATCH"):
+            return _json(self._message(CHANNEL, body or {}))  # a followup (ephemeral refusal)
+        return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    def _application(self) -> dict[str, Any]:
+        return {
+            "id": APP_ID, "name": "chatgate", "icon": None, "description": "",
+            "bot_public": True, "bot_require_code_grant": False, "owner": user("1"),
+            "verify_key": "00" * 32, "flags": self.application_flags, "team": None,
+            "summary": "", "rpc_origins": [], "interactions_endpoint_url": None,
+        }  # fmt: skip
+
+    def _create(self, channel_id: str, body: dict[str, Any]) -> web.Response:
+        left = self.rate_limited.get(channel_id, 0)
+        if left > 0:
+            self.rate_limited[channel_id] = left - 1
+            self.record("ratelimited", {"channel_id": channel_id})
+            return _json(
+                {"message": "You are being rate limited.", "retry_after": 0.5, "global": False},
+                429,
+                {"Via": "1.1 google", "X-RateLimit-Scope": "user", "Retry-After": "1"},
+            )
+        content = str(body.get("content") or "")
+        if len(content) > 2000:
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        nonce = body.get("nonce")
+        if body.get("enforce_nonce") and nonce is not None:
+            known = self._nonces.get((channel_id, str(nonce)))
+            if known is not None:
+                return _json(known)
+        message = self._message(channel_id, body)
+        if body.get("enforce_nonce") and nonce is not None:
+            self._nonces[(channel_id, str(nonce))] = message
+        self.created.append(message)
+        return _json(message)
+
+    def _message(self, channel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        message = {
+            "id": self.next_id(),
+            "type": 19 if body.get("message_reference") else 0,
+            "channel_id": channel_id,
+            "author": BOT_USER,
+            "content": str(body.get("content") or ""),
+            "components": body.get("components") or [],
+            "mentions": [],
+            "mention_roles": [],
+            "mention_everyone": False,
+            "attachments": [],
+            "embeds": [],
+            "timestamp": "2026-11-30T08:00:00.000000+00:00",
+            "edited_timestamp": None,
+            "tts": False,
+            "pinned": False,
+            "flags": int(body.get("flags") or 0),
+            "allowed_mentions": body.get("allowed_mentions"),
+        }
+        if body.get("message_reference"):
+            message["message_reference"] = body["message_reference"]
+        self.messages[message["id"]] = message
+        return message
+
+    def _edit(self, message_id: str, body: dict[str, Any]) -> web.Response:
+        message = self.messages.get(message_id)
+        if message is None:
+            return _json({"message": "Unknown Message", "code": 10008}, 404)
+        if "content" in body:
+            message["content"] = body["content"]
+        if "components" in body:
+            message["components"] = body["components"]
+        message["edited_timestamp"] = "2026-11-30T08:00:01.000000+00:00"
+        return _json(message)
+
+    def _callback(self, interaction_id: str, body: dict[str, Any]) -> web.Response:
+        return _json(
+            {
+                "interaction": {
+                    "id": interaction_id,
+                    "type": 3,
+                    "activity_instance_id": None,
+                    "response_message_id": None,
+                    "response_message_loading": False,
+                    "response_message_ephemeral": False,
+                },
+                "resource": {"type": int(body.get("type", 6))},
+            }
+        )

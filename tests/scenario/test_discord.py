@@ -1,0 +1,162 @@
+"""Discord end to end: the real discord.py in a ``chatgate gateway`` process against a fake
+REST API and gateway on 127.0.0.1, the real litellm against the fake model."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.discord_server import CHANNEL, THREAD, FakeDiscord
+from tests.fakes.gateway import GatewayProcess
+from tests.fakes.model_server import FakeModelServer
+from tests.scenario.test_tool_crashes import tool_call
+
+ALICE = "301234567890123456"
+MALLORY = "309999999999999999"
+POST = f"POST channels/{CHANNEL}/messages"
+
+
+@pytest.fixture
+def discord() -> Iterator[FakeDiscord]:
+    """The fake REST API and gateway."""
+    with FakeDiscord() as server:
+        yield server
+
+
+@pytest.fixture
+def gateway(
+    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
+) -> Iterator[GatewayProcess]:
+    """A gateway connected to the fake Discord, open to everyone."""
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **discord.settings(),
+        **model_server.settings(),
+    )
+    process.start()
+    discord.wait_connected()
+    yield process
+    process.stop()
+
+
+def _wait_created(discord: FakeDiscord, count: int, timeout: float = 30) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(discord.created) < count:
+        time.sleep(0.05)
+    assert len(discord.created) >= count, discord.calls
+    return discord.created
+
+
+def test_a_mention_is_answered_once_as_a_reply_that_pings_nobody(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    """The reply answers the message, typing shows meanwhile, and neither @everyone nor a
+    role mention from the model pings anyone. A replayed dispatch is one turn."""
+    model_server.script("Done, @everyone and <@&777>: **all green**")
+    identify = discord.identified[0]
+    assert identify["intents"] & (1 << 15)  # MESSAGE_CONTENT
+    discord.message_create("chatter that is not for the bot")
+    message = discord.message_create("how are the deploys?", mention=True)
+    discord.dispatch("MESSAGE_CREATE", message)  # a RESUME's replay
+    [reply] = _wait_created(discord, 1)
+    assert reply["message_reference"]["message_id"] == int(message["id"])
+    assert reply["allowed_mentions"] == {"parse": []}
+    assert "@\u200beveryone" in reply["content"]
+    assert "<@\u200b&777>" in reply["content"]
+    assert discord.called(f"POST channels/{CHANNEL}/typing")
+    time.sleep(1.5)
+    assert len(discord.created) == 1
+    assert model_server.user_texts() == ["how are the deploys?"]
+
+
+def test_a_dm_and_a_thread_the_bot_is_in_are_answered_there(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    model_server.script("in the dm", "in the thread")
+    dm_channel = "1299999999999999999"
+    discord.message_create("hello privately", channel=dm_channel, guild=None)
+    assert _wait_created(discord, 1)[0]["channel_id"] == dm_channel
+    discord.message_create("and in the thread?", channel=THREAD)
+    assert _wait_created(discord, 2)[1]["channel_id"] == THREAD
+
+
+def test_an_approval_button_works_after_a_restart_and_only_for_the_requester(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    model_server.script(
+        tool_call("run_command", {"command": "echo from-discord"}), "The command said from-discord."
+    )
+    discord.message_create("run the echo", mention=True)
+    [prompt] = _wait_created(discord, 1)
+    [row] = prompt["components"]
+    buttons = row["components"]
+    assert [b["label"] for b in buttons] == ["Approve", "Allow in this conversation", "Deny"]
+    approve = buttons[0]["custom_id"]
+    assert approve.startswith("cg:ap:approve:ap_")
+    # The gateway restarts; the button on the old message must still work.
+    gateway.stop()
+    gateway.start()
+    discord.wait_connected(2)
+    # Someone else presses: deferred, then an ephemeral refusal; nothing runs.
+    discord.press(prompt, approve, presser=MALLORY)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not _followups(discord):
+        time.sleep(0.05)
+    [refusal] = _followups(discord)
+    assert refusal["flags"] & 64  # ephemeral
+    assert "may not decide" in refusal["content"]
+    assert len(model_server.requests) == 1
+    # The requester approves: the prompt is edited, the tool runs once, the reply follows.
+    discord.press(prompt, approve, presser=ALICE)
+    [edit] = discord.wait_for(f"PATCH channels/{CHANNEL}/messages/{prompt['id']}", 1)
+    assert f"discord:{ALICE} approved run_command" in edit["content"]
+    assert edit["components"] == []
+    replies = _wait_created(discord, 2)
+    assert replies[1]["content"] == "The command said from-discord."
+    callbacks = [c for route, c in discord.calls if route.endswith("/callback")]
+    assert [c["type"] for c in callbacks] == [6, 6]  # both deferred at once
+    time.sleep(1)
+    assert len(model_server.requests) == 2
+
+
+def _followups(discord: FakeDiscord) -> list[dict[str, Any]]:
+    return [body for route, body in discord.calls if route.startswith("POST webhooks/")]
+
+
+def test_a_rate_limited_reply_is_retried_and_arrives(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    model_server.script("after the rate limit")
+    discord.limit_channel(CHANNEL)
+    discord.message_create("hi", mention=True)
+    [reply] = _wait_created(discord, 1)
+    assert reply["content"] == "after the rate limit"
+    assert discord.called("ratelimited")
+
+
+def test_a_long_reply_arrives_as_several_messages_without_broken_code(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    code = "\n".join(f"line_{i} = compute({i}) & check({i}) < {i * 2}" for i in range(120))
+    parts = []
+    for index in range(4):
+        parts.append(f"Part {index}: " + "words " * 150)
+        parts.append(f"```python\n{code}\n```")
+    text = "\n\n".join(parts)
+    assert len(text) > 10_000
+    model_server.script(text)
+    discord.message_create("explain", mention=True)
+    _wait_created(discord, 6)
+    time.sleep(1)
+    contents = [m["content"] for m in discord.created]
+    for content in contents:
+        assert len(content) <= 2000
+        assert content.count("```") % 2 == 0, content[:200]
+    assert "".join(contents).count("line_119 = compute(119) & check(119) < 238") == 4
