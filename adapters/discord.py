@@ -367,6 +367,11 @@ class DiscordSender:
         """Share the gateway's logged-in client instead of logging in again."""
         self._client = client
 
+    def forget(self, client: discord.Client) -> None:
+        """The gateway closed ``client``: log in afresh next time."""
+        if self._client is client:
+            self._client = None
+
     async def close(self) -> None:
         """Close the HTTP session."""
         if self._client is not None:

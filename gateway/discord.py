@@ -22,6 +22,7 @@ from agent_core.settings import Settings
 from gateway.inbound import Acceptor, act_on_press
 from gateway.routes import add_platform_check
 from gateway.runtime import RUNTIME
+from gateway.singleton import Holder
 
 if TYPE_CHECKING:
     import discord
@@ -103,11 +104,13 @@ class DiscordGateway:
         self.client: Any = None
         self._acceptor = Acceptor(None)
         self._running: asyncio.Task[None] | None = None
+        self.holder: Holder | None = None
         self._typing: dict[int, asyncio.Task[None]] = {}
 
     def ready(self) -> str | None:
-        """None once the gateway session is up."""
-        if self.client is None or not self.client.is_ready():
+        """None once the gateway session is up here, or while another process holds it."""
+        holding = self.holder is not None and self.holder.holding
+        if holding and (self.client is None or not self.client.is_ready()):
             return "discord: gateway not connected yet"
         return None
 
@@ -206,34 +209,44 @@ class DiscordGateway:
             task.cancel()
 
     async def start(self, app: web.Application) -> None:
-        """Log in and connect in the background (discord.py reconnects and resumes)."""
-        self.client = self._build()
+        """Hold the gateway session in the background while this process holds the lock
+        (one process at a time; discord.py reconnects and resumes within a session)."""
+        runtime = app[RUNTIME]
+        self.holder = Holder(
+            runtime.store, "discord-gateway", owner=runtime.owner, ttl=self._settings.lease_seconds
+        )
+        self._running = asyncio.create_task(
+            self.holder.serve(self._session, runtime.stopping), name="discord-gateway"
+        )
+
+    async def _session(self) -> None:
+        import discord
+
         token = self._settings.discord_bot_token
         assert token is not None
-
-        async def run() -> None:
-            import discord
-
-            try:
-                await self.client.login(token.get_secret_value())
-                self.sender.use(self.client)
-                await self.client.connect(reconnect=True)
-            except discord.LoginFailure:
-                log.error("discord rejected DISCORD_BOT_TOKEN; run chatgate doctor")
-            except discord.PrivilegedIntentsRequired:
-                log.error(
-                    "discord: the Message Content intent is off; switch it on in the "
-                    "developer portal (Bot, Privileged Gateway Intents)"
-                )
-
-        self._running = asyncio.create_task(run(), name="discord-gateway")
+        client = self._build()
+        self.client = client
+        try:
+            await client.login(token.get_secret_value())
+            self.sender.use(client)
+            await client.connect(reconnect=True)
+        except discord.LoginFailure:
+            log.error("discord rejected DISCORD_BOT_TOKEN; run chatgate doctor")
+            await asyncio.Event().wait()  # keep the lock: another process would fail too
+        except discord.PrivilegedIntentsRequired:
+            log.error(
+                "discord: the Message Content intent is off; switch it on in the developer "
+                "portal (Bot, Privileged Gateway Intents)"
+            )
+            await asyncio.Event().wait()
+        finally:
+            for task in list(self._typing.values()):
+                task.cancel()
+            self.sender.forget(client)
+            await client.close()
 
     async def stop(self, app: web.Application) -> None:
-        """Close the connection."""
-        for task in list(self._typing.values()):
-            task.cancel()
-        if self.client is not None:
-            await self.client.close()
+        """Close the connection and give the lock back."""
         if self._running is not None:
             self._running.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -3,6 +3,8 @@ command on one Request URL) through slack-bolt, wired to the dispatcher."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,7 @@ from agent_core.settings import Settings
 from gateway.inbound import Acceptor, act_on_press
 from gateway.routes import MAX_BODY, add_platform_check, json_error
 from gateway.runtime import RUNTIME
+from gateway.singleton import Holder
 
 if TYPE_CHECKING:
     from adapters.slack import SlackSender
@@ -70,21 +73,44 @@ def attach(app: web.Application, settings: Settings, sender: SlackSender) -> Non
         app_token = settings.slack_app_token.get_secret_value()
         connected: list[Any] = []
 
-        async def connect(app: web.Application) -> None:
+        async def socket_session() -> None:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             handler: Any = AsyncSocketModeHandler(bolt, app_token)
-            await handler.connect_async()
-            connected.append(handler)
-            log.info("slack socket mode connected")
-
-        async def disconnect(app: web.Application) -> None:
-            for handler in connected:
+            try:
+                await handler.connect_async()
+                connected.append(handler)
+                log.info("slack socket mode connected")
+                await app[RUNTIME].stopping.wait()
+            finally:
+                connected.clear()
                 await handler.close_async()
 
-        add_platform_check(
-            app, lambda: None if connected else "slack: Socket Mode not connected yet"
-        )
+        holders: list[Holder] = []
+        sessions: list[asyncio.Task[None]] = []
+
+        async def connect(app: web.Application) -> None:
+            # One socket at a time across gateways: Slack would spread events over all.
+            runtime = app[RUNTIME]
+            holder = Holder(
+                runtime.store, "slack-socket", owner=runtime.owner, ttl=settings.lease_seconds
+            )
+            holders.append(holder)
+            sessions.append(
+                asyncio.create_task(holder.serve(socket_session, runtime.stopping), name="slack")
+            )
+
+        async def disconnect(app: web.Application) -> None:
+            for session in sessions:
+                session.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await session
+
+        def ready() -> str | None:
+            holding = any(h.holding for h in holders)
+            return "slack: Socket Mode not connected yet" if holding and not connected else None
+
+        add_platform_check(app, ready)
         app.on_startup.append(connect)
         app.on_shutdown.append(disconnect)
 

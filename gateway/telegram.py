@@ -27,6 +27,7 @@ from agent_core.settings import Settings
 from gateway.inbound import Acceptor, act_on_press
 from gateway.routes import MAX_BODY, add_platform_check, json_error
 from gateway.runtime import RUNTIME
+from gateway.singleton import Holder
 
 if TYPE_CHECKING:
     from adapters.telegram import BotIdentity, TelegramSender
@@ -163,7 +164,15 @@ class TelegramGateway:
         self.identity = identity
         log.info("telegram connected", bot=identity.username, webhook=self.secret is not None)
         if self.secret is None:
-            await self.poll(stopping)
+            # One poller at a time: Telegram answers a second getUpdates with a conflict.
+            runtime = self._app[RUNTIME]
+            holder = Holder(
+                runtime.store,
+                "telegram-polling",
+                owner=runtime.owner,
+                ttl=runtime.settings.lease_seconds,
+            )
+            await holder.serve(lambda: self.poll(stopping), stopping)
 
     async def stop(self, app: web.Application) -> None:
         """Stop polling (what was fetched and not stored is fetched again next time)."""

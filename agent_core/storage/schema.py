@@ -300,3 +300,14 @@ jobs = Table(
     Index("ix_jobs_schedule_id_id", "schedule_id", "id"),
     Index("ix_jobs_turn_id", "turn_id"),
 )
+
+# Named locks for what exactly one process may do at a time (hold the Discord gateway
+# connection, poll Telegram, hold the Slack socket): the owner renews before expires_at,
+# and anyone may take a lock whose holder stopped renewing.
+locks = Table(
+    "locks",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=False),
+)

@@ -41,6 +41,7 @@ from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger
+from agent_core.storage import locks as lock_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage.database import Database
 
@@ -180,6 +181,18 @@ class Store:
         await self.database.write(
             journal.reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
         )
+
+    async def take_lock(self, name: str, *, owner: str, ttl: float) -> bool:
+        """Take the named lock for ``ttl`` seconds, if it is free (or already ours)."""
+        return await self.database.write(lock_sql.take, name, owner=owner, ttl=ttl)
+
+    async def renew_lock(self, name: str, *, owner: str, ttl: float) -> bool:
+        """Extend our hold on the lock; False when it is no longer ours."""
+        return await self.database.write(lock_sql.renew, name, owner=owner, ttl=ttl)
+
+    async def release_lock(self, name: str, *, owner: str) -> None:
+        """Give the lock up (a no-op when it is not ours)."""
+        await self.database.write(lock_sql.release, name, owner=owner)
 
     async def start_fresh(self, conversation_id: str, note: str) -> int:
         """``new``: add ``note`` and let the model see only what comes after it."""

@@ -104,6 +104,8 @@ class FakeTelegram(LoopbackServer):
         self._message_ids = itertools.count(500)
         self._arrived: asyncio.Event | None = None
         self._closing = False
+        self._polling = False
+        self.conflicts = 0
 
     @property
     def api_url(self) -> str:
@@ -247,6 +249,17 @@ class FakeTelegram(LoopbackServer):
     async def _getUpdates(self, arguments: dict[str, Any]) -> Any:
         if self.webhook.get("url"):
             raise _ApiError(409, "Conflict: can't use getUpdates method while webhook is active")
+        if self._polling:
+            # Like Telegram: two pollers at once is a conflict (the newer one is refused here).
+            self.conflicts += 1
+            raise _ApiError(409, "Conflict: terminated by other getUpdates request")
+        self._polling = True
+        try:
+            return await self._poll(arguments)
+        finally:
+            self._polling = False
+
+    async def _poll(self, arguments: dict[str, Any]) -> Any:
         offset = int(arguments.get("offset") or 0)
         with self._lock:
             if offset:

@@ -160,3 +160,38 @@ def test_a_long_reply_arrives_as_several_messages_without_broken_code(
         assert len(content) <= 2000
         assert content.count("```") % 2 == 0, content[:200]
     assert "".join(contents).count("line_119 = compute(119) & check(119) < 238") == 4
+
+
+def test_one_gateway_holds_the_session_and_another_takes_over_when_it_dies(
+    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
+) -> None:
+    """Two gateways on one database: one identifies; kill it and the other connects within
+    seconds and answers."""
+    processes = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        process = GatewayProcess(
+            database_url=database_url,
+            workdir=tmp_path / name,
+            CHATGATE_ACCESS="open",
+            **discord.settings(),
+            **model_server.settings(),
+        )
+        process.start()
+        processes.append(process)
+    first, second = processes
+    try:
+        discord.wait_connected()
+        time.sleep(2)
+        assert len(discord.identified) == 1  # the other waits
+        holder = first if "holding" in first.log else second
+        other = second if holder is first else first
+        holder.kill()
+        discord.wait_connected(2, timeout=30)
+        assert "holding" in other.log
+        model_server.script("from the survivor")
+        discord.message_create("still there?", mention=True)
+        assert _wait_created(discord, 1)[0]["content"] == "from the survivor"
+    finally:
+        for process in processes:
+            process.kill()

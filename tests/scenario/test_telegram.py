@@ -316,3 +316,31 @@ def test_jobs_has_buttons_that_pause_and_delete(
     [redrawn] = edit["reply_markup"]["inline_keyboard"]
     assert [b["text"].split()[0] for b in redrawn] == ["Resume", "Delete"]
     assert "paused" in edit["text"]
+
+
+def test_one_gateway_polls_and_another_takes_over_when_it_dies(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """Two polling gateways on one database: one polls (Telegram would refuse two), and when
+    it is killed the other starts polling and answers."""
+    first = _gateway(database_url, model_server, telegram, tmp_path / "a", webhook=False)
+    second = _gateway(database_url, model_server, telegram, tmp_path / "b", webhook=False)
+    for process in (first, second):
+        process.workdir.mkdir()
+        process.start()
+    try:
+        model_server.script("first answer", "second answer")
+        telegram.queue_update(_text("one"))
+        telegram.wait_for("sendMessage", 1)
+        time.sleep(1)
+        assert telegram.conflicts == 0
+        holder = first if "holding" in first.log else second
+        assert "holding" not in (second if holder is first else first).log
+        holder.kill()
+        telegram.queue_update(_text("two"))
+        sent = telegram.wait_for("sendMessage", 2, timeout=30)
+        assert [m["text"] for m in sent] == ["first answer", "second answer"]
+        assert telegram.conflicts == 0
+    finally:
+        first.kill()
+        second.kill()
