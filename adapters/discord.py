@@ -437,6 +437,52 @@ class DiscordSender:
             raise DeliveryError(f"discord: {exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class Application:
+    """What ``chatgate doctor`` and ``chatgate discord invite-url`` need to know."""
+
+    id: int
+    bot: str
+    message_content: bool  # the privileged intent is switched on
+    interactions_url: str | None  # set: button presses go there, not over the gateway
+
+
+async def application(token: str, *, api_url: str) -> Application:
+    """Log in over REST and read the application (``discord.LoginFailure`` for a bad
+    token)."""
+    import discord
+
+    point_at(api_url)
+    client = discord.Client(intents=discord.Intents.none())
+    try:
+        await client.login(token)
+        info = await client.application_info()
+        flags = info.flags
+        return Application(
+            id=info.id,
+            bot=str(client.user),
+            message_content=flags.gateway_message_content or flags.gateway_message_content_limited,
+            interactions_url=info.interactions_endpoint_url,
+        )
+    finally:
+        await client.close()
+
+
+def invite_url(application_id: int) -> str:
+    """The URL that adds the bot to a server with the permissions chatgate uses."""
+    import discord
+
+    permissions = discord.Permissions(
+        view_channel=True,
+        send_messages=True,
+        send_messages_in_threads=True,
+        read_message_history=True,
+        embed_links=True,
+        attach_files=True,
+    )
+    return discord.utils.oauth_url(application_id, permissions=permissions, scopes=("bot",))
+
+
 def point_at(api_url: str) -> None:
     """Point discord.py's REST calls at ``DISCORD_API_URL`` (a class attribute: discord.py
     has no option for it), and keep it quiet about voice, which chatgate does not use."""

@@ -311,6 +311,35 @@ def telegram_delete_webhook(
     typer.echo("webhook deleted")
 
 
+discord_app = typer.Typer(help="Set up Discord.", no_args_is_help=True)
+app.add_typer(discord_app, name="discord")
+
+
+@discord_app.command("invite-url")
+def discord_invite_url() -> None:
+    """Print the URL that adds the bot to a server, with the permissions chatgate uses."""
+    settings = _settings()
+    if settings.discord_bot_token is None:
+        typer.echo("chatgate: invalid setting DISCORD_BOT_TOKEN: not set", err=True)
+        raise typer.Exit(2)
+    import discord
+
+    from adapters.discord import application, invite_url
+
+    token = settings.discord_bot_token.get_secret_value()
+    try:
+        found = asyncio.run(application(token, api_url=settings.discord_api_url))
+    except discord.LoginFailure:
+        typer.echo(
+            "chatgate: invalid setting DISCORD_BOT_TOKEN: Discord does not know it", err=True
+        )
+        raise typer.Exit(2) from None
+    except (discord.HTTPException, OSError) as exc:
+        typer.echo(f"chatgate: discord: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(invite_url(found.id))
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="chatgate")

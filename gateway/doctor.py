@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import aiohttp
+
 from adapters.web import is_loopback
 from agent_core.errors import ModelError, StorageError
 from agent_core.model import ChatMessage
@@ -282,20 +284,52 @@ async def _telegram(settings: Settings) -> Check | None:
     return Check("telegram", "ok", f"{who}; webhook {info.url}{pending}")
 
 
-def _platforms(settings: Settings) -> list[Check]:
-    configured = {
-        "discord": settings.discord_bot_token,
-    }
-    return [
-        Check(
-            name,
-            "WARN",
-            "a token is set, but this build has no adapter for it yet",
-            "unset the token, or upgrade chatgate",
+async def _discord(settings: Settings) -> Check | None:
+    """The token (REST login) and the Message Content intent (the application's flags)."""
+    if settings.discord_bot_token is None:
+        return None
+    import discord
+
+    from adapters.discord import application
+
+    try:
+        async with asyncio.timeout(10):
+            app = await application(
+                settings.discord_bot_token.get_secret_value(), api_url=settings.discord_api_url
+            )
+    except discord.LoginFailure:
+        return Check(
+            "discord",
+            "FAIL",
+            "login: Discord does not know this token",
+            "copy the bot token (Developer Portal, your application, Bot, Reset Token) into "
+            "DISCORD_BOT_TOKEN",
         )
-        for name, token in configured.items()
-        if token is not None
-    ]
+    except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        return Check(
+            "discord",
+            "FAIL",
+            f"{settings.discord_api_url}: {exc or 'timed out'}",
+            "check DISCORD_API_URL and the network",
+        )
+    if not app.message_content:
+        return Check(
+            "discord",
+            "FAIL",
+            f"logged in as {app.bot}, but the Message Content intent is off: messages would "
+            "arrive empty",
+            "Developer Portal, your application, Bot, Privileged Gateway Intents: switch on "
+            "Message Content Intent",
+        )
+    if app.interactions_url:
+        return Check(
+            "discord",
+            "WARN",
+            f"logged in as {app.bot}; an Interactions Endpoint URL is set ({app.interactions_url})"
+            ", so button presses go there instead of to chatgate",
+            "clear it (Developer Portal, General Information, Interactions Endpoint URL)",
+        )
+    return Check("discord", "ok", f"logged in as {app.bot}; Message Content intent on")
 
 
 async def run_checks(settings: Settings) -> list[Check]:
@@ -308,9 +342,8 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(_web(settings))
     checks.append(_tools(settings))
     checks.append(_secrets(settings, os.environ))
-    for platform in (await _slack(settings), await _telegram(settings)):
+    for platform in (await _slack(settings), await _telegram(settings), await _discord(settings)):
         if platform is not None:
             checks.append(platform)
-    checks.extend(_platforms(settings))
     checks.append(await _model(settings))
     return checks
