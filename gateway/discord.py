@@ -151,8 +151,9 @@ class DiscordGateway:
         event = inbound(facts_from_message(message), bot_id=str(self.client.user.id))
         if not isinstance(event, InboundMessage):
             return
-        await self._acceptor.accept(self._app[RUNTIME], event)
-        self._start_typing(message.channel)
+        accepted = await self._acceptor.accept(self._app[RUNTIME], event)
+        if accepted is not None and accepted.turn_id and not accepted.duplicate:
+            self._start_typing(message.channel)
 
     async def on_press(self, interaction: discord.Interaction, custom: str) -> None:
         """Acknowledge within Discord's 3 seconds (defer), then decide; a refusal is an

@@ -63,7 +63,7 @@ class Dispatcher:
         self._faults = faults or FaultPoints()
 
     async def accept(
-        self, event: InboundMessage, *, stored: Callable[[], None] | None = None
+        self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
     ) -> Accepted:
         """Store the event durably (a duplicate is acknowledged and dropped) and act on it.
 
@@ -78,7 +78,7 @@ class Dispatcher:
         open_turn = admission == "allow" and command is None
         accepted = await self._store.accept_inbound(event, open_turn=open_turn)
         if stored is not None:
-            stored()
+            stored(accepted)
         outcome = "duplicate" if accepted.duplicate else _OUTCOMES[admission]
         self._metrics.inbound.labels(event.platform, outcome).inc()
         log.info(

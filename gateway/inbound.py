@@ -12,6 +12,7 @@ import structlog
 
 from agent_core.errors import ApprovalError, ScheduleActionError
 from agent_core.events import ButtonPress, Edit, InboundMessage
+from agent_core.records import Accepted
 from gateway.dispatch import refusal
 from gateway.runtime import Runtime
 
@@ -29,22 +30,29 @@ class Acceptor:
         self._deadline = deadline
         self._background: set[asyncio.Future[Any]] = set()
 
-    async def accept(self, runtime: Runtime, event: InboundMessage) -> None:
-        """Return once the event is stored (or the deadline passed); raise when storing it
-        failed (the database is down), so the platform delivers it again later."""
-        stored = asyncio.Event()
-        work = asyncio.ensure_future(runtime.dispatcher.accept(event, stored=stored.set))
+    async def accept(self, runtime: Runtime, event: InboundMessage) -> Accepted | None:
+        """Return once the event is stored (with what the ledger said), or None when the
+        deadline passed first; raise when storing it failed (the database is down), so the
+        platform delivers it again later."""
+        stored: asyncio.Future[Accepted] = asyncio.get_running_loop().create_future()
+
+        def done(accepted: Accepted) -> None:
+            if not stored.done():
+                stored.set_result(accepted)
+
+        work = asyncio.ensure_future(runtime.dispatcher.accept(event, stored=done))
         self._background.add(work)
         work.add_done_callback(self._finished)
-        waiting = asyncio.ensure_future(stored.wait())
         try:
             await asyncio.wait(
-                {work, waiting}, timeout=self._deadline, return_when=asyncio.FIRST_COMPLETED
+                {work, stored}, timeout=self._deadline, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
-            waiting.cancel()
+            if not stored.done():
+                stored.cancel()
         if work.done():
-            work.result()
+            return work.result()
+        return stored.result() if stored.done() and not stored.cancelled() else None
 
     def run(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
         """Run ``coroutine`` to its end even when the request that started it is over."""
