@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import structlog
 from pydantic import JsonValue
 
+from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.context import pack, rough_tokens
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost, ModelError, Suspended
@@ -92,8 +93,10 @@ class TurnRunner:
         tool_round: ToolRound | None = None,
         faults: FaultPoints | None = None,
         observer: TurnObserver | None = None,
+        budgets: BudgetLimits | None = None,
     ) -> None:
         self._store = store
+        self._budgets = budgets or BudgetLimits()
         self._model = model
         self._outbound = outbound
         self._system_prompt = system_prompt
@@ -307,6 +310,13 @@ class TurnRunner:
         # the event loop) first.
         await self._model.warm_up()
         history = await self._start_model_call(turn, seq, history, {"model": self._model.name})
+        verdict = Verdict()
+        if self._budgets.any:
+            verdict = judge(self._budgets, await self._store.spent(turn))
+            if verdict.stop is not None:
+                log.info("budget reached", reason=verdict.stop)
+                output = {"role": "system", "text": verdict.stop, "error": "budget reached"}
+                return output, history
         prompt = self._pack(history, current)
         try:
             reply = await self._model.complete(
@@ -333,7 +343,10 @@ class TurnRunner:
                 "messages": len(prompt),
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
+                "cost_usd": reply.cost_usd,
             }
+            if verdict.warning is not None and not reply.tool_calls:
+                output["text"] = f"{output['text']}\n\n_{verdict.warning}_"
         return output, history
 
     def _pack(self, history: list[ChatMessage], current: list[ChatMessage]) -> list[ChatMessage]:

@@ -41,6 +41,8 @@ class ModelReply:
     tool_calls: tuple[ToolCallRequest, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # What the provider charges for the call, by litellm's price list (0 when unknown).
+    cost_usd: float = 0.0
 
 
 class Model(Protocol):

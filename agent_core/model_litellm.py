@@ -174,6 +174,7 @@ class LiteLLMModel:
                 tool_calls=calls,
                 prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                cost_usd=_cost(response),
             )
 
 
@@ -187,6 +188,13 @@ class _Direct:
 
     async def acompletion(self, *, model: str, **kwargs: Any) -> Any:
         return await self._acompletion(**self._params, **kwargs)
+
+
+def _cost(response: Any) -> float:
+    """litellm's cost for the call, from its price list (None for unpriced models)."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    return float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0
 
 
 def _wire(message: ChatMessage) -> dict[str, Any]:

@@ -174,6 +174,45 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(
         20.0, ge=0, validation_alias=AliasChoices("CHATGATE_DRAIN_SECONDS", "drain_seconds")
     )
+    # Budgets (unset = no limit): tokens are prompt plus completion tokens; USD is
+    # litellm's price for the model. Per user and for everyone they count per UTC day.
+    budget_turn_tokens: int | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices("CHATGATE_BUDGET_TURN_TOKENS", "budget_turn_tokens"),
+    )
+    budget_conversation_tokens: int | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices(
+            "CHATGATE_BUDGET_CONVERSATION_TOKENS", "budget_conversation_tokens"
+        ),
+    )
+    budget_conversation_usd: float | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices(
+            "CHATGATE_BUDGET_CONVERSATION_USD", "budget_conversation_usd"
+        ),
+    )
+    budget_user_daily_tokens: int | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices(
+            "CHATGATE_BUDGET_USER_DAILY_TOKENS", "budget_user_daily_tokens"
+        ),
+    )
+    budget_user_daily_usd: float | None = Field(
+        None,
+        gt=0,
+        validation_alias=AliasChoices("CHATGATE_BUDGET_USER_DAILY_USD", "budget_user_daily_usd"),
+    )
+    budget_daily_usd: float | None = Field(
+        None, gt=0, validation_alias=AliasChoices("CHATGATE_BUDGET_DAILY_USD", "budget_daily_usd")
+    )
+    budget_warn_at: float = Field(
+        0.8, gt=0, le=1, validation_alias=AliasChoices("CHATGATE_BUDGET_WARN_AT", "budget_warn_at")
+    )
     # Schedules and queued work (issue #4; ARCHITECTURE.md, "Queued path").
     timezone: str = Field("UTC", validation_alias=AliasChoices("CHATGATE_TIMEZONE", "timezone"))
     schedule_min_seconds: float = Field(

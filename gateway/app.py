@@ -37,7 +37,14 @@ from gateway.supervisor import Supervisor
 from gateway.web import api
 from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
-from workers.runtime import build_core, build_model, outbound_for, platform_senders, process_owner
+from workers.runtime import (
+    budget_limits,
+    build_core,
+    build_model,
+    outbound_for,
+    platform_senders,
+    process_owner,
+)
 
 log = structlog.get_logger("chatgate.gateway")
 
@@ -179,6 +186,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                     schedules=core.schedules,
                     jobs=queue,
                     faults=core.faults,
+                    budgets=budget_limits(settings),
                 ),
             )
             app[RUNTIME] = runtime

@@ -10,6 +10,7 @@ from pydantic import JsonValue
 
 from adapters.web import WebHub
 from agent_core.approvals import Approvals
+from agent_core.budgets import BudgetLimits
 from agent_core.commands import ParsedCommand, parse_command
 from agent_core.errors import (
     AlreadyDecided,
@@ -51,6 +52,7 @@ class Dispatcher:
         schedules: Schedules,
         jobs: JobQueue,
         faults: FaultPoints | None = None,
+        budgets: BudgetLimits | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
@@ -61,6 +63,7 @@ class Dispatcher:
         self._schedules = schedules
         self._jobs = jobs
         self._faults = faults or FaultPoints()
+        self._budgets = budgets or BudgetLimits()
 
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
@@ -119,14 +122,7 @@ class Dispatcher:
             case "new":
                 await self._store.start_fresh(accepted.conversation_id, FRESH)
             case "usage":
-                used = await self._store.usage(accepted.conversation_id)
-                await self._gate.tell(
-                    event,
-                    accepted,
-                    f"This conversation so far: {used.turns} turns, {used.model_calls} model "
-                    f"calls, {used.prompt_tokens} prompt and {used.completion_tokens} "
-                    "completion tokens.",
-                )
+                await self._gate.tell(event, accepted, await self._usage(event, accepted))
             case "jobs":
                 text, payload = await self.jobs_listing(accepted.conversation_id)
                 await self._gate.tell(event, accepted, text, payload=payload)
@@ -140,6 +136,35 @@ class Dispatcher:
                 )
             case "schedule":
                 await self._gate.tell(event, accepted, SCHEDULE_HOW)
+
+    async def _usage(self, event: InboundMessage, accepted: Accepted) -> str:
+        """``usage``: this conversation's turns, calls, tokens and cost; the sender's spend
+        today; each set budget beside its figure."""
+        used = await self._store.usage(accepted.conversation_id)
+        spent = await self._store.spending(accepted.conversation_id, event.user)
+        limits = self._budgets
+        lines = [
+            f"This conversation so far: {used.turns} turns, {used.model_calls} model calls, "
+            f"{used.prompt_tokens} prompt and {used.completion_tokens} completion tokens, "
+            f"${spent.conversation_usd:.4f}.",
+            f"You today (UTC): {spent.user_day_tokens} tokens, ${spent.user_day_usd:.4f}.",
+        ]
+        budgets = [
+            (limits.turn_tokens, "per turn", "tokens"),
+            (limits.conversation_tokens, "per conversation", "tokens"),
+            (limits.conversation_usd, "per conversation", "USD"),
+            (limits.user_daily_tokens, "per person per day", "tokens"),
+            (limits.user_daily_usd, "per person per day", "USD"),
+            (limits.daily_usd, "for everyone per day", "USD"),
+        ]
+        shown = [
+            f"{limit:,.2f} USD {scope}" if unit == "USD" else f"{int(limit):,} tokens {scope}"
+            for limit, scope, unit in budgets
+            if limit is not None
+        ]
+        if shown:
+            lines.append("Budgets: " + "; ".join(shown) + ".")
+        return "\n".join(lines)
 
     async def jobs_listing(self, conversation_id: str) -> tuple[str, dict[str, JsonValue]]:
         """``jobs``: the conversation's schedules and their latest runs, as text and as the

@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 
 from adapters.web import WebHub, WebSender
+from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
 from agent_core.events import Platform
 from agent_core.faults import FaultPoints
@@ -160,6 +161,7 @@ def build_core(
         tool_round=tool_round,
         faults=faults,
         observer=observer,
+        budgets=budget_limits(settings),
     )
     jobs = JobRunner(
         store,
@@ -180,6 +182,19 @@ def build_core(
         schedules=schedules,
         jobs=jobs,
         faults=faults,
+    )
+
+
+def budget_limits(settings: Settings) -> BudgetLimits:
+    """The budgets the settings set (``CHATGATE_BUDGET_*``)."""
+    return BudgetLimits(
+        turn_tokens=settings.budget_turn_tokens,
+        conversation_tokens=settings.budget_conversation_tokens,
+        conversation_usd=settings.budget_conversation_usd,
+        user_daily_tokens=settings.budget_user_daily_tokens,
+        user_daily_usd=settings.budget_user_daily_usd,
+        daily_usd=settings.budget_daily_usd,
+        warn_at=settings.budget_warn_at,
     )
 
 

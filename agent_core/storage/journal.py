@@ -21,6 +21,7 @@ from agent_core.records import (
     TurnStatus,
     Usage,
 )
+from agent_core.storage import usage as usage_sql
 from agent_core.storage.schema import (
     UTCDateTime,
     conversations,
@@ -210,6 +211,8 @@ def finish_step(
     output: JsonValue,
 ) -> None:
     now = utcnow()
+    if kind == "model_call" and status == "done":
+        usage_sql.record(conn, turn_id, output, now=now)  # counted with its journal entry
     params = {"b_turn": turn_id, "b_seq": seq, "b_status": status, "b_output": output, "b_now": now}
     if conn.execute(_UPDATE_STEP, params).rowcount:
         return

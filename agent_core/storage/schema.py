@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -310,4 +311,25 @@ locks = Table(
     Column("name", String(64), primary_key=True),
     Column("owner", String(128), nullable=False),
     Column("expires_at", UTCDateTime(), nullable=False),
+)
+
+# Model spend, one row per finished model call, written with the call's journal entry:
+# what budgets and the usage command sum (by turn, conversation, user and UTC day).
+model_usage = Table(
+    "model_usage",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("day", String(10), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    Column("model", String(255), nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("cost_usd", Float, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Index("ix_model_usage_user_id_day", "user_id", "day"),
+    Index("ix_model_usage_conversation_id", "conversation_id"),
+    Index("ix_model_usage_day", "day"),
+    Index("ix_model_usage_turn_id", "turn_id"),
 )

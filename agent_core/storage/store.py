@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 from sqlalchemy.exc import IntegrityError
 
+from agent_core.budgets import Spent
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
 from agent_core.records import (
     Accepted,
@@ -43,6 +44,7 @@ from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import schedules as schedule_sql
+from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
 
 
@@ -197,6 +199,22 @@ class Store:
     async def start_fresh(self, conversation_id: str, note: str) -> int:
         """``new``: add ``note`` and let the model see only what comes after it."""
         return await self.database.write(ledger.start_fresh, conversation_id, note=note)
+
+    async def spending(self, conversation_id: str, user: str) -> Spent:
+        """What a conversation spent, and a user and everyone spent today."""
+        return await self.database.read(
+            usage_sql.spent, turn_id=0, conversation_id=conversation_id, user=user, now=utcnow()
+        )
+
+    async def spent(self, turn: TurnRecord) -> Spent:
+        """What this turn, its conversation, its user today and everyone today spent."""
+        return await self.database.read(
+            usage_sql.spent,
+            turn_id=turn.id,
+            conversation_id=turn.conversation_id,
+            user=turn.user,
+            now=utcnow(),
+        )
 
     async def usage(self, conversation_id: str) -> Usage:
         """Turns, model calls and tokens spent in this conversation so far."""
