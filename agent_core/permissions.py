@@ -92,7 +92,9 @@ def _text(value: JsonValue | None) -> str:
 def _defaults(call: ToolCall, context: PermissionContext) -> Decision | None:
     """CONTRACT.md's default policies for the built-in tools."""
     match call.name:
-        case "schedule_task" | "list_schedules" | "cancel_schedule" | "remember" | "recall":
+        case "schedule_task" | "list_schedules" | "cancel_schedule":
+            return "allow"
+        case "remember" | "recall" | "forget":
             return "allow"
         case "http_request":
             return "allow" if _text(call.arguments.get("method")).upper() == "GET" else "ask"

@@ -155,6 +155,22 @@ class Usage:
     completion_tokens: int
 
 
+MemoryScope: TypeAlias = Literal["user", "conversation"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryRecord:
+    """A remembered fact: whose (the person's, or the conversation's), about what, where
+    it came from and when."""
+
+    id: int
+    scope: MemoryScope
+    about: str | None
+    fact: str
+    source: str
+    created_at: datetime
+
+
 PairingStatus: TypeAlias = Literal["pending", "approved", "expired"]
 
 

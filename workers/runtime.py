@@ -39,6 +39,7 @@ from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.http_request import http_request_factory
+from agent_core.tools.memory_tools import memory_tools_factory
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.run_command import SandboxLimits, run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
@@ -96,12 +97,15 @@ def build_schedules(settings: Settings, store: Store) -> Schedules:
     )
 
 
-def build_tools(settings: Settings, secrets: Secrets, schedules: Schedules) -> ToolRegistry:
+def build_tools(
+    settings: Settings, secrets: Secrets, schedules: Schedules, store: Store
+) -> ToolRegistry:
     """The built-in tools, configured from ``[tools.*]``."""
     http = settings.tools.http_request
     return ToolRegistry(
         [
             schedule_tools_factory(schedules),
+            memory_tools_factory(store),
             run_command_factory(
                 settings.state_dir.resolve(),
                 SandboxLimits(**settings.tools.run_command.model_dump()),
@@ -157,7 +161,7 @@ def build_core(
         system_prompt=settings.system_prompt,
         reply_max_tokens=settings.reply_max_tokens,
         max_steps=settings.max_steps,
-        tools=build_tools(settings, secrets, schedules),
+        tools=build_tools(settings, secrets, schedules, store),
         tool_round=tool_round,
         faults=faults,
         observer=observer,

@@ -333,3 +333,28 @@ model_usage = Table(
     Index("ix_model_usage_day", "day"),
     Index("ix_model_usage_turn_id", "turn_id"),
 )
+
+# What the agent remembers (the remember tool): per person (``scope = user``, recalled in
+# any of their conversations) or per conversation. ``about`` names what a fact is about;
+# a newer fact about the same thing supersedes the older. Full-text search lives beside
+# the table, per backend (migration 0008): an FTS5 table kept by triggers on SQLite, a
+# generated tsvector column with a GIN index on PostgreSQL; neither is declared here.
+memories = Table(
+    "memories",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("user_id", String(255), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("about", String(200)),
+    Column("fact", Text, nullable=False),
+    Column("source", String(255), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("superseded_by", Id),
+    Column("forgotten_at", UTCDateTime()),
+    Index("ix_memories_user_id_scope", "user_id", "scope"),
+    Index("ix_memories_conversation_id", "conversation_id"),
+)
+
+FTS_OBJECTS = ("memories_fts",)
+"""Names the migrations create outside this metadata (the comparison skips them)."""

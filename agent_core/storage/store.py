@@ -25,6 +25,8 @@ from agent_core.records import (
     FinishedStep,
     JobOutcome,
     JobRecord,
+    MemoryRecord,
+    MemoryScope,
     MessageRecord,
     NewSchedule,
     PairedUser,
@@ -43,6 +45,7 @@ from agent_core.storage import approvals as approval_sql
 from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger
 from agent_core.storage import locks as lock_sql
+from agent_core.storage import memory as memory_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
@@ -182,6 +185,52 @@ class Store:
         """Journal the platform's receipt; with ``turn_status``, also close the turn."""
         await self.database.write(
             journal.reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
+        )
+
+    async def remember(
+        self,
+        *,
+        user: str,
+        conversation_id: str,
+        scope: MemoryScope,
+        fact: str,
+        about: str | None,
+        source: str,
+    ) -> tuple[int, int]:
+        """Store a fact (superseding the person's older fact about the same thing);
+        return its id and how many facts it superseded."""
+        return await self.database.write(
+            memory_sql.remember,
+            user=user,
+            conversation_id=conversation_id,
+            scope=scope,
+            fact=fact,
+            about=about,
+            source=source,
+            now=utcnow(),
+        )
+
+    async def recall(
+        self, *, user: str, conversation_id: str, query: str, limit: int = 8
+    ) -> list[MemoryRecord]:
+        """The live facts matching ``query`` that this person may see here, best first."""
+        return await self.database.read(
+            memory_sql.recall,
+            user=user,
+            conversation_id=conversation_id,
+            query=query,
+            now=utcnow(),
+            limit=limit,
+        )
+
+    async def forget(self, *, user: str, conversation_id: str, memory_id: int) -> bool:
+        """Forget a fact this person may see; False when there is none by that id."""
+        return await self.database.write(
+            memory_sql.forget,
+            user=user,
+            conversation_id=conversation_id,
+            memory_id=memory_id,
+            now=utcnow(),
         )
 
     async def take_lock(self, name: str, *, owner: str, ttl: float) -> bool:

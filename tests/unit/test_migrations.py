@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from agent_core.storage import database as database_module
 from agent_core.storage.database import Database, newest_revision
-from agent_core.storage.schema import metadata
+from agent_core.storage.schema import FTS_OBJECTS, metadata
 
 
 def _downgrade(connection: Connection, revision: str) -> None:
@@ -23,8 +23,15 @@ def _downgrade(connection: Connection, revision: str) -> None:
     command.downgrade(config, revision)
 
 
+def _declared(obj: Any, name: str | None, kind: str, reflected: bool, compare_to: Any) -> bool:
+    """Full-text search objects are made per backend by the migrations, not declared."""
+    return not (name or "").startswith(FTS_OBJECTS)
+
+
 def _diff(connection: Connection) -> list[Any]:
-    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    context = MigrationContext.configure(
+        connection, opts={"compare_type": True, "include_object": _declared}
+    )
     return list(compare_metadata(context, metadata))
 
 

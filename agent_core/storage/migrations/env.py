@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from alembic import context
 
-from agent_core.storage.schema import metadata
+from agent_core.storage.schema import FTS_OBJECTS, metadata
+
+
+def _declared(
+    obj: object, name: str | None, kind: str, reflected: bool, compare_to: object
+) -> bool:
+    # Full-text search objects are made per backend by migration 0008, not declared.
+    return not (name or "").startswith(FTS_OBJECTS)
+
 
 connection = context.config.attributes.get("connection")
 if connection is None:
@@ -15,6 +23,7 @@ context.configure(
     target_metadata=metadata,
     render_as_batch=connection.dialect.name == "sqlite",
     compare_type=True,
+    include_object=_declared,
 )
 with context.begin_transaction():
     context.run_migrations()

@@ -1,0 +1,151 @@
+"""Memories: the transactions behind ``Store``'s memory methods.
+
+Recall is full-text search, per backend: SQLite's FTS5 (``bm25``) or PostgreSQL's
+``tsvector`` (``ts_rank``), then blended with recency in Python, so a fact from last week
+outranks an equally relevant one from last year. Only live facts are found: not forgotten,
+not superseded, and either the person's own (``scope = user``) or this conversation's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+
+from sqlalchemy import bindparam, insert, text, update
+from sqlalchemy.engine import Connection
+
+from agent_core.records import MemoryRecord, MemoryScope
+from agent_core.storage.schema import UTCDateTime, memories
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+# Half the weight at this age: recent facts come first among equally relevant ones.
+_HALF_LIFE_DAYS = 30.0
+_CANDIDATES = 50
+_VISIBLE = (
+    "m.forgotten_at IS NULL AND m.superseded_by IS NULL AND "
+    "((m.user_id = :user AND m.scope = 'user') OR m.conversation_id = :conversation)"
+)
+_SEARCH = {
+    "sqlite": text(
+        "SELECT m.id, m.scope, m.about, m.fact, m.source, m.created_at, "
+        "-bm25(memories_fts) AS relevance "
+        "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+        f"WHERE memories_fts MATCH :query AND {_VISIBLE} "
+        "ORDER BY bm25(memories_fts) LIMIT :limit"
+    ),
+    "postgresql": text(
+        "SELECT m.id, m.scope, m.about, m.fact, m.source, m.created_at, "
+        "ts_rank(m.memories_fts, to_tsquery('simple', :query)) AS relevance "
+        "FROM memories AS m "
+        f"WHERE m.memories_fts @@ to_tsquery('simple', :query) AND {_VISIBLE} "
+        "ORDER BY relevance DESC LIMIT :limit"
+    ),
+}
+_TYPES = {"created_at": UTCDateTime()}
+_SUPERSEDE = (
+    update(memories)
+    .where(
+        memories.c.user_id == bindparam("b_user"),
+        memories.c.about == bindparam("b_about"),
+        memories.c.id != bindparam("b_id"),
+        memories.c.superseded_by.is_(None),
+        memories.c.forgotten_at.is_(None),
+    )
+    .values(superseded_by=bindparam("b_id"))
+)
+
+
+def _query(words: list[str], dialect: str) -> str:
+    """Any of the words, as the backend's query syntax (each word quoted or escaped)."""
+    if dialect == "sqlite":
+        return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return " | ".join(w.replace("'", "") for w in words if w.replace("'", ""))
+
+
+def remember(
+    conn: Connection,
+    *,
+    user: str,
+    conversation_id: str,
+    scope: MemoryScope,
+    fact: str,
+    about: str | None,
+    source: str,
+    now: datetime,
+) -> tuple[int, int]:
+    """Store a fact; a live fact of the same person about the same thing is superseded.
+    Returns (the new fact's id, how many it superseded)."""
+    row = {
+        "user_id": user,
+        "conversation_id": conversation_id,
+        "scope": scope,
+        "about": about,
+        "fact": fact,
+        "source": source,
+        "created_at": now,
+    }
+    memory_id = int(conn.execute(insert(memories).returning(memories.c.id), row).scalar_one())
+    superseded = 0
+    if about:
+        params = {"b_user": user, "b_about": about, "b_id": memory_id}
+        superseded = conn.execute(_SUPERSEDE, params).rowcount
+    return memory_id, superseded
+
+
+def recall(
+    conn: Connection,
+    *,
+    user: str,
+    conversation_id: str,
+    query: str,
+    now: datetime,
+    limit: int,
+) -> list[MemoryRecord]:
+    """The live facts this person may see that match ``query``, best first."""
+    words = _WORDS.findall(query.lower())[:32]
+    if not words:
+        return []
+    statement = _SEARCH[conn.dialect.name].columns(**_TYPES)
+    rows = conn.execute(
+        statement,
+        {
+            "query": _query(words, conn.dialect.name),
+            "user": user,
+            "conversation": conversation_id,
+            "limit": _CANDIDATES,
+        },
+    ).all()
+
+    def score(row: object) -> float:
+        age_days = max(0.0, (now - row.created_at).total_seconds() / 86400)  # type: ignore[attr-defined]
+        return float(row.relevance) * math.pow(0.5, age_days / _HALF_LIFE_DAYS)  # type: ignore[attr-defined]
+
+    ranked = sorted(rows, key=score, reverse=True)[:limit]
+    return [
+        MemoryRecord(
+            id=int(r.id),
+            scope=r.scope,
+            about=r.about,
+            fact=r.fact,
+            source=r.source,
+            created_at=r.created_at,
+        )
+        for r in ranked
+    ]
+
+
+def forget(
+    conn: Connection, *, user: str, conversation_id: str, memory_id: int, now: datetime
+) -> bool:
+    """Forget one fact this person may see; False when there is no such live fact."""
+    query = (
+        update(memories)
+        .where(
+            memories.c.id == memory_id,
+            memories.c.forgotten_at.is_(None),
+            (memories.c.user_id == user) | (memories.c.conversation_id == conversation_id),
+        )
+        .values(forgotten_at=now)
+    )
+    return conn.execute(query).rowcount == 1
