@@ -25,6 +25,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
@@ -92,6 +93,47 @@ class ToolSettings(BaseModel):
 
     run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
     http_request: HttpRequestSettings = Field(default_factory=HttpRequestSettings)
+
+
+class McpServerSettings(BaseModel):
+    """``[mcp.servers.NAME]``: one MCP server, started as a subprocess (``command``,
+    stdio) or reached over streamable HTTP (``url``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(60.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set either command (a stdio server) or url (streamable HTTP)")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {self.url!r}")
+        return self
+
+
+class McpSettings(BaseModel):
+    """``[mcp]``: MCP servers whose tools the agent may use (named ``server__tool``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, value: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name in value:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,23}", name):
+                raise ValueError(
+                    f"server names are up to 24 lower-case letters, digits and -, not {name!r}"
+                )
+        return value
 
 
 class Settings(BaseSettings):
@@ -294,6 +336,10 @@ class Settings(BaseSettings):
     tools: ToolSettings = Field(
         default_factory=lambda: ToolSettings(),
         validation_alias=AliasChoices("CHATGATE_TOOLS", "tools"),
+    )
+    mcp: McpSettings = Field(
+        default_factory=lambda: McpSettings(),
+        validation_alias=AliasChoices("CHATGATE_MCP", "mcp"),
     )
     test_fault: CommaList = Field(
         default_factory=list,

@@ -127,6 +127,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             for sender in senders.values():
                 await sender.open()
             core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
+            await core.mcp.start()
             gate = Gatekeeper(
                 store,
                 outbound,
@@ -223,6 +224,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 jobs_cancelled = await local.drain(settings.drain_seconds) if local else 0
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
                 await stack.aclose()
+                await core.mcp.close()
                 for sender in senders.values():
                     await sender.close()
                 for task in (sweeper, warming, *background):

@@ -39,6 +39,7 @@ from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.http_request import http_request_factory
+from agent_core.tools.mcp_tools import McpServers
 from agent_core.tools.memory_tools import memory_tools_factory
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.run_command import SandboxLimits, run_command_factory
@@ -98,14 +99,15 @@ def build_schedules(settings: Settings, store: Store) -> Schedules:
 
 
 def build_tools(
-    settings: Settings, secrets: Secrets, schedules: Schedules, store: Store
+    settings: Settings, secrets: Secrets, schedules: Schedules, store: Store, mcp: McpServers
 ) -> ToolRegistry:
-    """The built-in tools, configured from ``[tools.*]``."""
+    """The built-in tools, configured from ``[tools.*]``, and the MCP servers' tools."""
     http = settings.tools.http_request
     return ToolRegistry(
         [
             schedule_tools_factory(schedules),
             memory_tools_factory(store),
+            mcp.factory(),
             run_command_factory(
                 settings.state_dir.resolve(),
                 SandboxLimits(**settings.tools.run_command.model_dump()),
@@ -131,6 +133,8 @@ class Core:
     schedules: Schedules
     jobs: JobRunner
     faults: FaultPoints
+    # MCP servers' tools: connect with ``await mcp.start()`` before serving, and close.
+    mcp: McpServers
 
 
 def build_core(
@@ -144,6 +148,7 @@ def build_core(
     """The turn runner, its tools and the job runner, from the settings."""
     faults = FaultPoints(settings.test_fault)
     secrets = load_secrets(settings)
+    mcp = McpServers(settings.mcp.servers)
     schedules = build_schedules(settings, store)
     tool_round = ToolRound(
         store,
@@ -161,7 +166,7 @@ def build_core(
         system_prompt=settings.system_prompt,
         reply_max_tokens=settings.reply_max_tokens,
         max_steps=settings.max_steps,
-        tools=build_tools(settings, secrets, schedules, store),
+        tools=build_tools(settings, secrets, schedules, store, mcp),
         tool_round=tool_round,
         faults=faults,
         observer=observer,
@@ -186,6 +191,7 @@ def build_core(
         schedules=schedules,
         jobs=jobs,
         faults=faults,
+        mcp=mcp,
     )
 
 
@@ -276,6 +282,7 @@ class WorkerRuntime:
             outbound=outbound_for(self._senders),
             model=build_model(self.settings),
         )
+        await self.core.mcp.start()
 
     def attach_dispatcher(self, queue: JobQueue) -> None:
         """Let this process tick the schedule dispatcher, submitting to ``queue``."""
@@ -299,6 +306,11 @@ class WorkerRuntime:
 
     def close(self) -> None:
         """Close the platform clients and the database, and stop the loop."""
+        if self.core is not None:
+            try:
+                self.call(self.core.mcp.close(), timeout=15)
+            except Exception:
+                log.exception("closing the MCP servers failed")
         senders, self._senders = self._senders, {}
         for platform, sender in senders.items():
             try:

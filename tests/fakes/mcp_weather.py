@@ -1,0 +1,23 @@
+"""A small MCP server over stdio, built on the official ``mcp`` SDK, for the tests: one
+tool, ``forecast(city)``, that appends each call to the file named by ``CALLS_FILE`` (so
+a test can count how often it really ran)."""
+
+from __future__ import annotations
+
+import os
+
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("weather")
+
+
+@server.tool()
+def forecast(city: str, days: int = 1) -> str:
+    """The weather forecast for a city."""
+    with open(os.environ["CALLS_FILE"], "a", encoding="utf-8") as calls:
+        calls.write(f"{city}\n")
+    return f"{city}: sunny, 21 C, for {days} day(s)"
+
+
+if __name__ == "__main__":
+    server.run("stdio")

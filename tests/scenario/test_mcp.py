@@ -1,0 +1,80 @@
+"""MCP tools through the real wiring: a small stdio server built on the ``mcp`` SDK is
+started from ``[mcp.servers.weather]``; its tool is offered as ``weather__forecast``, asks
+for approval like any tool without a policy, runs once when approved, and its result
+reaches the model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.fakes.gateway import ROOT
+from tests.fakes.model_server import FakeModelServer
+from tests.scenario.conftest import ClientFactory
+from tests.scenario.test_approvals_api import _post, _until
+from tests.scenario.test_tool_crashes import tool_call
+from tests.scenario.test_web_api import _replies
+
+
+async def test_an_mcp_tool_runs_once_after_approval_and_its_result_reaches_the_model(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls.txt"
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        "[mcp.servers.weather]\n"
+        f"command = {str(sys.executable)!r}\n"
+        'args = ["-m", "tests.fakes.mcp_weather"]\n'
+        f"env = {{ PYTHONPATH = {str(ROOT)!r}, CALLS_FILE = {str(calls)!r} }}\n"
+    )
+    model_server.script(
+        tool_call("weather__forecast", {"city": "Oslo", "days": 2}), "Sunny in Oslo."
+    )
+    client = await make_client(model_server, CHATGATE_CONFIG=str(config))
+    accepted = await _post(client, "what is the weather in Oslo?")
+    items = await _until(client, accepted["conversation_id"], "approval")
+    approval = next(i for i in items if i["role"] == "approval")["approval"]
+    assert (approval["tool"], approval["arguments"]) == (
+        "weather__forecast",
+        {"city": "Oslo", "days": 2},
+    )
+    offered = [t["function"]["name"] for t in model_server.requests[0]["tools"]]
+    assert "weather__forecast" in offered
+    assert not calls.exists()  # nothing ran before the decision
+    press = await client.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
+    assert press.status == 200
+    items = await _replies(client, accepted["conversation_id"], 3)  # prompt, decision, answer
+    assert items[-1]["text"] == "Sunny in Oslo."
+    result = model_server.requests[1]["messages"][-1]
+    assert result["role"] == "tool"
+    assert result["content"] == "Oslo: sunny, 21 C, for 2 day(s)"
+    assert calls.read_text() == "Oslo\n"
+
+
+async def test_bad_arguments_are_told_to_the_model_and_a_missing_server_is_left_out(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls.txt"
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        "[mcp.servers.weather]\n"
+        f"command = {str(sys.executable)!r}\n"
+        'args = ["-m", "tests.fakes.mcp_weather"]\n'
+        f"env = {{ PYTHONPATH = {str(ROOT)!r}, CALLS_FILE = {str(calls)!r} }}\n"
+        "[mcp.servers.gone]\n"
+        'command = "/nonexistent/mcp-server"\n'
+        "timeout = 5\n"
+        "\n[[policy]]\n"
+        'tool = "weather__forecast"\n'
+        'decision = "allow"\n'
+    )
+    model_server.script(tool_call("weather__forecast", {"town": "Oslo"}), "I got it wrong.")
+    client = await make_client(model_server, CHATGATE_CONFIG=str(config))
+    accepted = await _post(client, "weather?")
+    await _replies(client, accepted["conversation_id"], 1)
+    result = model_server.requests[1]["messages"][-1]
+    assert result["role"] == "tool"
+    assert "city" in result["content"]  # the schema's complaint, for the model to fix
+    assert not calls.exists()
+    offered = [t["function"]["name"] for t in model_server.requests[0]["tools"]]
+    assert not [name for name in offered if name.startswith("gone__")]
