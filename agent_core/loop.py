@@ -426,9 +426,19 @@ async def heartbeat(
 
     async def keep() -> None:
         nonlocal lost
+        renewed = time.monotonic()
         while True:
             await asyncio.sleep(every)
-            if not await renew() and not beat.releasing:
+            try:
+                held = await renew()
+            except Exception:
+                # The database is unreachable: keep trying while the lease may still be
+                # ours; past its expiry (three periods) someone else may hold it.
+                log.warning("renewing a lease failed", what=what, exc_info=True)
+                held = time.monotonic() - renewed < 3 * every
+            else:
+                renewed = time.monotonic() if held else renewed
+            if not held and not beat.releasing:
                 lost = True
                 body.cancel()
                 return

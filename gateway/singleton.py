@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from agent_core.errors import LeaseLost, StorageError
+from agent_core.errors import LeaseLost
 from agent_core.loop import heartbeat
 from agent_core.storage.store import Store
 
@@ -38,7 +38,7 @@ class Holder:
         while not stopping.is_set():
             try:
                 taken = await self._store.take_lock(self.name, owner=self._owner, ttl=self._ttl)
-            except StorageError:
+            except Exception:  # the database is down: try again later, do not give up
                 log.exception("taking a lock failed", lock=self.name)
                 taken = False
             if taken:
@@ -49,6 +49,8 @@ class Holder:
                         await run()
                 except LeaseLost:
                     log.warning("lost the lock: another process holds it now", lock=self.name)
+                except Exception:
+                    log.exception("the connection under the lock failed", lock=self.name)
                 finally:
                     self.holding = False
                     with contextlib.suppress(Exception):
