@@ -32,11 +32,11 @@ import structlog
 from pydantic import JsonValue
 
 from agent_core.budgets import BudgetLimits, Verdict, judge
-from agent_core.context import pack, rough_tokens
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost, ModelError, Suspended
 from agent_core.events import Reply
 from agent_core.faults import FaultPoints
+from agent_core.history import Past, Prompter
 from agent_core.model import ChatMessage, Model, ToolCallRequest
 from agent_core.permissions import Permissions
 from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
@@ -94,8 +94,10 @@ class TurnRunner:
         faults: FaultPoints | None = None,
         observer: TurnObserver | None = None,
         budgets: BudgetLimits | None = None,
+        summarizer: Model | None = None,
     ) -> None:
         self._store = store
+        self._summarizer = summarizer
         self._budgets = budgets or BudgetLimits()
         self._model = model
         self._outbound = outbound
@@ -240,7 +242,7 @@ class TurnRunner:
         tools = self._tools.tools_for(context) if self._model is not None else {}
         specs = [tool.spec() for tool in tools.values()]
         current = [ChatMessage(role="user", content=turn.trigger_text)]
-        history: list[ChatMessage] | None = None
+        past: Past | None = None
         seq = 1
         for _round in range(self._max_steps):
             step = turn.step(seq)
@@ -250,8 +252,8 @@ class TurnRunner:
             else:
                 if before_step is not None:
                     await before_step()
-                output, history = await self._call_model(
-                    turn, seq, history, current, specs, retry_errors=retry_errors
+                output, past = await self._call_model(
+                    turn, seq, past, current, specs, retry_errors=retry_errors
                 )
                 status: StepStatus = "failed" if "error" in output else "done"
                 answered = FinishedStep(seq, "model_call", status, dict(output))
@@ -276,48 +278,54 @@ class TurnRunner:
         return _Answer(seq, "system", text, "step limit reached")
 
     async def _start_model_call(
-        self, turn: TurnRecord, seq: int, history: list[ChatMessage] | None, input: JsonValue
-    ) -> list[ChatMessage]:
-        """Journal the call as started; the first call of a turn reads the history too."""
-        if history is not None:
+        self, turn: TurnRecord, seq: int, past: Past | None, input: JsonValue
+    ) -> Past:
+        """Journal the call as started; the first call of a turn reads the past too."""
+        if past is not None:
             await self._store.begin_step(turn.id, seq, kind="model_call", input=input)
-            return history
-        return [
-            ChatMessage(role="assistant" if m.role == "assistant" else "user", content=m.text)
-            for m in await self._store.start_model_call(
-                turn, seq, input=input, history_limit=self._history_limit
-            )
-        ]
+            return past
+        summary, records = await self._store.start_model_call(
+            turn, seq, input=input, history_limit=self._history_limit
+        )
+        return Past.of(summary, records)
 
     async def _call_model(
         self,
         turn: TurnRecord,
         seq: int,
-        history: list[ChatMessage] | None,
+        past: Past | None,
         current: list[ChatMessage],
         specs: list[dict[str, Any]],
         *,
         retry_errors: bool,
-    ) -> tuple[dict[str, JsonValue], list[ChatMessage]]:
+    ) -> tuple[dict[str, JsonValue], Past]:
         """Make the model call (journaled as started); return its output, not yet journaled,
-        and the history it saw."""
+        and the past it saw."""
         output: dict[str, JsonValue]
         if self._model is None:
-            history = await self._start_model_call(turn, seq, history, {})
+            past = await self._start_model_call(turn, seq, past, {})
             output = {"role": "system", "text": NO_MODEL_REPLY, "error": "no model configured"}
-            return output, history
+            return output, past
         # Packing asks the model for its window and tokenizer: litellm must be loaded (off
         # the event loop) first.
         await self._model.warm_up()
-        history = await self._start_model_call(turn, seq, history, {"model": self._model.name})
+        past = await self._start_model_call(turn, seq, past, {"model": self._model.name})
         verdict = Verdict()
         if self._budgets.any:
             verdict = judge(self._budgets, await self._store.spent(turn))
             if verdict.stop is not None:
                 log.info("budget reached", reason=verdict.stop)
                 output = {"role": "system", "text": verdict.stop, "error": "budget reached"}
-                return output, history
-        prompt = self._pack(history, current)
+                return output, past
+        prompter = Prompter(
+            self._store,
+            model=self._model,
+            summarizer=self._summarizer or self._model,
+            system_prompt=self._system_prompt,
+            reply_max_tokens=self._reply_max_tokens,
+        )
+        packed, past = await prompter.prompt(turn, past, current)
+        prompt = packed.messages
         try:
             reply = await self._model.complete(
                 prompt, max_tokens=self._reply_max_tokens, tools=specs
@@ -341,28 +349,14 @@ class TurnRunner:
                 ],
                 "model": reply.model,
                 "messages": len(prompt),
+                "context_tokens": dict(packed.tokens),
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
                 "cost_usd": reply.cost_usd,
             }
             if verdict.warning is not None and not reply.tool_calls:
                 output["text"] = f"{output['text']}\n\n_{verdict.warning}_"
-        return output, history
-
-    def _pack(self, history: list[ChatMessage], current: list[ChatMessage]) -> list[ChatMessage]:
-        assert self._model is not None
-        budget = self._model.context_window() - self._reply_max_tokens
-        packed = pack(system=self._system_prompt, history=history, current=current, budget=budget)
-        if rough_tokens(packed) > budget // 2:
-            # Close to the window: count exactly with the model's tokenizer.
-            packed = pack(
-                system=self._system_prompt,
-                history=history,
-                current=current,
-                budget=budget,
-                count=self._model.count_tokens,
-            )
-        return packed
+        return output, past
 
     async def _reply_step(
         self,

@@ -98,11 +98,17 @@ _HISTORY_FROM = (
     .where(conversations.c.id == bindparam("b_id"))
     .scalar_subquery()
 )
+_SUMMARY_TURN = (
+    select(func.coalesce(conversations.c.summary_turn, 0))
+    .where(conversations.c.id == bindparam("b_id"))
+    .scalar_subquery()
+)
 _HISTORY = (
     select(messages)
     .where(
         messages.c.conversation_id == bindparam("b_id"),
         messages.c.turn_id < bindparam("b_turn"),
+        messages.c.turn_id > _SUMMARY_TURN,
         messages.c.role.in_(("user", "assistant")),
         messages.c.id > _HISTORY_FROM,
     )
@@ -218,7 +224,7 @@ def start_fresh(conn: Connection, conversation_id: str, *, note: str) -> int:
     conn.execute(
         update(conversations)
         .where(conversations.c.id == conversation_id)
-        .values(history_from=note_id)
+        .values(history_from=note_id, summary=None, summary_turn=None)
     )
     return note_id
 
@@ -300,11 +306,32 @@ def history(
 
 def model_call_started(
     conn: Connection, turn: TurnRecord, seq: int, *, input: JsonValue, history_limit: int
-) -> list[MessageRecord]:
-    """Journal a model call as started and read the history it will see: the first model
-    call of a turn needs both, and one transaction is one trip to the database."""
+) -> tuple[str | None, list[MessageRecord]]:
+    """Journal a model call as started and read what it will see of the past (the running
+    summary, and the history after it): the first model call of a turn needs both, and one
+    transaction is one trip to the database."""
     journal.begin_step(conn, turn.id, seq, kind="model_call", input=input)
-    return history(conn, turn.conversation_id, before_turn_id=turn.id, limit=history_limit)
+    summary = conn.execute(
+        select(conversations.c.summary).where(conversations.c.id == turn.conversation_id)
+    ).scalar()
+    found = history(conn, turn.conversation_id, before_turn_id=turn.id, limit=history_limit)
+    return summary, found
+
+
+def save_summary(conn: Connection, conversation_id: str, *, summary: str, upto_turn: int) -> bool:
+    """Store a newer running summary (one covering fewer turns is stale and dropped)."""
+    query = (
+        update(conversations)
+        .where(
+            conversations.c.id == conversation_id,
+            or_(
+                conversations.c.summary_turn.is_(None),
+                conversations.c.summary_turn < upto_turn,
+            ),
+        )
+        .values(summary=summary, summary_turn=upto_turn)
+    )
+    return conn.execute(query).rowcount == 1
 
 
 def messages_after(

@@ -72,6 +72,10 @@ conversations = Table(
     Column("lease_expires_at", UTCDateTime()),
     # `new` starts afresh: the model sees history after this message only.
     Column("history_from", Id),
+    # The running summary of the history up to and including turn ``summary_turn``; the
+    # model sees it instead of those turns' messages.
+    Column("summary", Text),
+    Column("summary_turn", Id),
     UniqueConstraint("platform", "workspace", "channel", "thread", name="uq_conversations_key"),
     Index("ix_conversations_platform_updated", "platform", "updated_at"),
 )

@@ -144,11 +144,18 @@ class Store:
 
     async def start_model_call(
         self, turn: TurnRecord, seq: int, *, input: JsonValue, history_limit: int
-    ) -> list[MessageRecord]:
-        """Journal a model call as started and return the history before this turn (at
-        most ``history_limit`` messages, oldest first), in one transaction."""
+    ) -> tuple[str | None, list[MessageRecord]]:
+        """Journal a model call as started; return the conversation's running summary and
+        the history after it, before this turn (at most ``history_limit`` messages, oldest
+        first), in one transaction."""
         return await self.database.write(
             ledger.model_call_started, turn, seq, input=input, history_limit=history_limit
+        )
+
+    async def save_summary(self, conversation_id: str, *, summary: str, upto_turn: int) -> bool:
+        """Replace the running summary with one covering turns up to ``upto_turn``."""
+        return await self.database.write(
+            ledger.save_summary, conversation_id, summary=summary, upto_turn=upto_turn
         )
 
     async def record_reply_intent(

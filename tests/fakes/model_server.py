@@ -15,13 +15,15 @@ import collections
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from tests.fakes.loopback import LoopbackServer
+
+SUMMARY_ASK = "You keep the running summary"
 
 
 @dataclass
@@ -44,6 +46,9 @@ class FakeModelServer(LoopbackServer):
         self.requests: list[dict[str, Any]] = []
         self._script: collections.deque[Scripted] = collections.deque()
         self._stopped = threading.Event()
+        # When set: answers chatgate's summary requests (the request's text in, the new
+        # summary out) instead of taking them from the script.
+        self.summarise: Callable[[str], str] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self.barrier: tuple[int, float] | None = None
@@ -109,8 +114,13 @@ class FakeModelServer(LoopbackServer):
         with self._arrived:
             self.requests.append(body)
             self._arrived.notify_all()
-        with self._lock:
-            answer = self._script.popleft() if self._script else None
+        summarise = self.summarise
+        messages = body.get("messages", [])
+        if summarise is not None and str(messages[0].get("content", "")).startswith(SUMMARY_ASK):
+            answer: Scripted | None = Scripted(text=summarise(str(messages[-1]["content"])))
+        else:
+            with self._lock:
+                answer = self._script.popleft() if self._script else None
         if answer is None:
             users = [m for m in body.get("messages", []) if m.get("role") == "user"]
             answer = Scripted(text=f"echo: {users[-1]['content'] if users else ''}")
