@@ -9,6 +9,8 @@
    slack-bolt + litellm handler, CPU and peak memory per mention.
 5. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
    1,000, and chat reply latency with 2,000 background jobs queued vs none.
+6. Context assembly (``bench/context.py``): packing a 5,000-message history into the
+   window vs reading it from the database.
 
 The machine is shared and noisy: each figure is a median of several runs, and the ratios
 matter more than the absolute numbers.
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.context import bench_context
 from bench.measure import cpu_and_peak
 from bench.queued import bench_dispatcher, bench_isolation
 from bench.slack import bench_slack
@@ -203,6 +206,7 @@ def main() -> None:
     bench_slack()
     bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()
+    bench_context()
 
 
 if __name__ == "__main__":
