@@ -74,6 +74,10 @@ class TurnObserver(Protocol):
         """A turn stopped running here: ``status`` is final, or None if it was interrupted."""
         ...
 
+    def model_called(self, turn: TurnRecord, output: Mapping[str, JsonValue]) -> None:
+        """A model call answered: its tokens per context section, tokens and cost."""
+        ...
+
 
 class TurnRunner:
     """Runs a conversation's open turns one at a time, under the conversation's lease."""
@@ -356,6 +360,8 @@ class TurnRunner:
             }
             if verdict.warning is not None and not reply.tool_calls:
                 output["text"] = f"{output['text']}\n\n_{verdict.warning}_"
+            if self._observer:
+                self._observer.model_called(turn, output)
         return output, past
 
     async def _reply_step(

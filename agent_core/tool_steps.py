@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Protocol
@@ -45,8 +46,9 @@ Verdict = Literal["run", "denied", "expired", "skipped", "waiting"]
 class ToolObserver(Protocol):
     """Told about tool calls and approvals (metrics hang off this)."""
 
-    def tool_called(self, tool: str, status: str) -> None:
-        """A call ended with this outcome status (ok, error, denied, ...)."""
+    def tool_called(self, tool: str, status: str, seconds: float | None = None) -> None:
+        """A call ended with this outcome status (ok, error, denied, ...), after running
+        ``seconds`` (None when it did not run)."""
         ...
 
     def approval_requested(self, tool: str) -> None:
@@ -263,18 +265,26 @@ class ToolRound:
                 input={"call_id": call.id, "name": call.name, "arguments": _json(arguments)},
             )
             self._faults.hit("after_tool_intent")
+            started = time.monotonic()
             outcome = await tool.run(
                 arguments,
                 ToolContext(turn=context, call_id=call.id, idempotency_key=f"{turn.id}:{seq}"),
             )
+            seconds = time.monotonic() - started
             self._faults.hit("after_tool_run")
-            return await self._record(turn, seq, call, outcome)
+            return await self._record(turn, seq, call, outcome, seconds=seconds)
 
     async def _record(
-        self, turn: TurnRecord, seq: int, call: ToolCallRequest, outcome: ToolOutcome
+        self,
+        turn: TurnRecord,
+        seq: int,
+        call: ToolCallRequest,
+        outcome: ToolOutcome,
+        *,
+        seconds: float | None = None,
     ) -> str:
         if self._observer:
-            self._observer.tool_called(call.name, outcome.status)
+            self._observer.tool_called(call.name, outcome.status, seconds)
         content = self._secrets.scrub(outcome.for_model())
         await self._store.finish_step(
             turn.id,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import JsonValue
 
 from agent_core.records import TurnRecord, TurnStatus
 
@@ -64,6 +67,31 @@ class Metrics:
             ["status"],
             registry=self.registry,
         )
+        self.tool_seconds = Histogram(
+            "chatgate_tool_duration_seconds",
+            "How long tool calls ran, by tool.",
+            ["tool"],
+            buckets=_TURN_BUCKETS,
+            registry=self.registry,
+        )
+        self.model_tokens = Counter(
+            "chatgate_model_tokens",
+            "Tokens the model was sent and answered with (prompt, completion).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.model_cost = Counter(
+            "chatgate_model_cost_usd",
+            "What model calls cost, by litellm's price list.",
+            registry=self.registry,
+        )
+        self.context_tokens = Histogram(
+            "chatgate_context_tokens",
+            "Tokens per section of each assembled prompt (system, summary, history, current).",
+            ["section"],
+            buckets=(64, 256, 1024, 4096, 16384, 65536, 262144),
+            registry=self.registry,
+        )
         self.turns_in_flight = Gauge(
             "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
         )
@@ -77,9 +105,26 @@ class Metrics:
         for status in ("queued", "running", "waiting"):
             self.jobs.labels(status).set(depth.get(status, 0))
 
-    def tool_called(self, tool: str, status: str) -> None:
-        """Count a tool call's outcome."""
+    def tool_called(self, tool: str, status: str, seconds: float | None = None) -> None:
+        """Count a tool call's outcome and time it when it ran."""
         self.tool_calls.labels(tool, status).inc()
+        if seconds is not None:
+            self.tool_seconds.labels(tool).observe(seconds)
+
+    def model_called(self, turn: TurnRecord, output: Mapping[str, JsonValue]) -> None:
+        """Count a model call's tokens and cost, and the size of each context section."""
+        for kind in ("prompt", "completion"):
+            value = output.get(f"{kind}_tokens")
+            if isinstance(value, int) and value > 0:
+                self.model_tokens.labels(kind).inc(value)
+        cost = output.get("cost_usd")
+        if isinstance(cost, int | float) and cost > 0:
+            self.model_cost.inc(cost)
+        sections = output.get("context_tokens")
+        if isinstance(sections, dict):
+            for section, tokens in sections.items():
+                if isinstance(tokens, int):
+                    self.context_tokens.labels(section).observe(tokens)
 
     def approval_requested(self, tool: str) -> None:
         """Count a prompt sent to a person."""

@@ -111,6 +111,7 @@ async def test_approve_runs_the_command_once_and_the_reply_arrives(
     assert 'chatgate_approvals_total{outcome="requested"} 1.0' in metrics
     assert 'chatgate_approvals_total{outcome="approved"} 1.0' in metrics
     assert 'chatgate_tool_calls_total{status="ok",tool="run_command"} 1.0' in metrics
+    assert 'chatgate_tool_duration_seconds_count{tool="run_command"} 1.0' in metrics
 
 
 async def test_deny_by_text_command_tells_the_model(

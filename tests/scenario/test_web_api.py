@@ -186,6 +186,10 @@ async def test_health_readiness_and_metrics(
     assert 'chatgate_turns_started_total{platform="web"} 1.0' in text
     assert 'chatgate_turns_finished_total{platform="web"} 1.0' in text
     assert 'chatgate_turn_duration_seconds_count{platform="web"} 1.0' in text
+    assert 'chatgate_model_tokens_total{kind="prompt"}' in text
+    assert 'chatgate_model_tokens_total{kind="completion"}' in text
+    for section in ("system", "history", "current"):
+        assert f'chatgate_context_tokens_count{{section="{section}"}} 1.0' in text
 
 
 async def test_the_stream_delivers_the_reply_as_it_lands(
