@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -45,6 +45,7 @@ from agent_core.storage.store import Store
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
+from agent_core.tools.selection import Offer
 
 log = structlog.get_logger("chatgate.turn")
 
@@ -99,8 +100,10 @@ class TurnRunner:
         observer: TurnObserver | None = None,
         budgets: BudgetLimits | None = None,
         summarizer: Model | None = None,
+        tools_offered: int = 32,
     ) -> None:
         self._store = store
+        self._tools_offered = tools_offered
         self._summarizer = summarizer
         self._budgets = budgets or BudgetLimits()
         self._model = model
@@ -243,8 +246,12 @@ class TurnRunner:
             conversation=turn.conversation,
             user=turn.user,
         )
-        tools = self._tools.tools_for(context) if self._model is not None else {}
-        specs = [tool.spec() for tool in tools.values()]
+        offer = Offer(
+            self._tools.tools_for(context) if self._model is not None else {},
+            message=turn.trigger_text,
+            limit=self._tools_offered,
+        )
+        tools = offer.tools()
         current = [ChatMessage(role="user", content=turn.trigger_text)]
         past: Past | None = None
         seq = 1
@@ -257,7 +264,7 @@ class TurnRunner:
                 if before_step is not None:
                     await before_step()
                 output, past = await self._call_model(
-                    turn, seq, past, current, specs, retry_errors=retry_errors
+                    turn, seq, past, current, offer.specs(), retry_errors=retry_errors
                 )
                 status: StepStatus = "failed" if "error" in output else "done"
                 answered = FinishedStep(seq, "model_call", status, dict(output))
@@ -299,7 +306,7 @@ class TurnRunner:
         seq: int,
         past: Past | None,
         current: list[ChatMessage],
-        specs: list[dict[str, Any]],
+        specs: Sequence[Mapping[str, Any]],
         *,
         retry_errors: bool,
     ) -> tuple[dict[str, JsonValue], Past]:

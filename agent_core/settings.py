@@ -216,6 +216,9 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(
         20.0, ge=0, validation_alias=AliasChoices("CHATGATE_DRAIN_SECONDS", "drain_seconds")
     )
+    tools_offered: int = Field(
+        32, ge=4, le=512, validation_alias=AliasChoices("CHATGATE_TOOLS_OFFERED", "tools_offered")
+    )
     # Budgets (unset = no limit): tokens are prompt plus completion tokens; USD is
     # litellm's price for the model. Per user and for everyone they count per UTC day.
     budget_turn_tokens: int | None = Field(

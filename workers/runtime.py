@@ -171,6 +171,7 @@ def build_core(
         faults=faults,
         observer=observer,
         budgets=budget_limits(settings),
+        tools_offered=settings.tools_offered,
     )
     jobs = JobRunner(
         store,
