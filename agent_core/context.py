@@ -30,17 +30,10 @@ def pack(
     count: TokenCounter = rough_tokens,
 ) -> list[ChatMessage]:
     """Return system + as much recent history as fits in ``budget`` tokens + the current turn."""
-    pinned = [ChatMessage(role="system", content=system), *current]
-    remaining = budget - count(pinned)
-    kept: list[ChatMessage] = []
-    for item in reversed(history):
-        cost = count([item])
-        if cost > remaining:
-            break
-        kept.append(item)
-        remaining -= cost
-    kept.reverse()
-    return [pinned[0], *kept, *current]
+    packed = assemble(
+        system=system, summary=None, history=history, current=current, budget=budget, count=count
+    )
+    return packed.messages
 
 
 SUMMARY_HEADING = "Summary of the earlier conversation (older messages are not shown):"

@@ -16,17 +16,23 @@ from tests.scenario.test_tool_crashes import tool_call
 from tests.scenario.test_web_api import _replies
 
 
-async def test_an_mcp_tool_runs_once_after_approval_and_its_result_reaches_the_model(
-    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
-) -> None:
-    calls = tmp_path / "calls.txt"
+def _config(tmp_path: Path, calls: Path, more: str = "") -> Path:
+    """chatgate.toml with the weather server (it logs each call to ``calls``), and more."""
     config = tmp_path / "chatgate.toml"
     config.write_text(
         "[mcp.servers.weather]\n"
         f"command = {str(sys.executable)!r}\n"
         'args = ["-m", "tests.fakes.mcp_weather"]\n'
-        f"env = {{ PYTHONPATH = {str(ROOT)!r}, CALLS_FILE = {str(calls)!r} }}\n"
+        f"env = {{ PYTHONPATH = {str(ROOT)!r}, CALLS_FILE = {str(calls)!r} }}\n" + more
     )
+    return config
+
+
+async def test_an_mcp_tool_runs_once_after_approval_and_its_result_reaches_the_model(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls.txt"
+    config = _config(tmp_path, calls)
     model_server.script(
         tool_call("weather__forecast", {"city": "Oslo", "days": 2}), "Sunny in Oslo."
     )
@@ -55,18 +61,15 @@ async def test_bad_arguments_are_told_to_the_model_and_a_missing_server_is_left_
     make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
 ) -> None:
     calls = tmp_path / "calls.txt"
-    config = tmp_path / "chatgate.toml"
-    config.write_text(
-        "[mcp.servers.weather]\n"
-        f"command = {str(sys.executable)!r}\n"
-        'args = ["-m", "tests.fakes.mcp_weather"]\n'
-        f"env = {{ PYTHONPATH = {str(ROOT)!r}, CALLS_FILE = {str(calls)!r} }}\n"
+    config = _config(
+        tmp_path,
+        calls,
         "[mcp.servers.gone]\n"
         'command = "/nonexistent/mcp-server"\n'
         "timeout = 5\n"
         "\n[[policy]]\n"
         'tool = "weather__forecast"\n'
-        'decision = "allow"\n'
+        'decision = "allow"\n',
     )
     model_server.script(tool_call("weather__forecast", {"town": "Oslo"}), "I got it wrong.")
     client = await make_client(model_server, CHATGATE_CONFIG=str(config))
