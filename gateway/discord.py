@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -34,6 +35,7 @@ log = structlog.get_logger("chatgate.discord")
 # Discord drops an interaction not acknowledged within 3 s; we defer at once.
 _TYPING_SECONDS = 8.0
 _TYPING_LIMIT_SECONDS = 120.0
+_REMEMBERED_PRESSES = 4096
 
 
 def intents() -> discord.Intents:
@@ -106,6 +108,9 @@ class DiscordGateway:
         self._running: asyncio.Task[None] | None = None
         self.holder: Holder | None = None
         self._typing: dict[int, asyncio.Task[None]] = {}
+        # Interactions handled lately: Discord replays events missed before a RESUME, and
+        # an interaction may be answered only once.
+        self._pressed: OrderedDict[int, None] = OrderedDict()
 
     def ready(self) -> str | None:
         """None once the gateway session is up here, or while another process holds it."""
@@ -162,6 +167,11 @@ class DiscordGateway:
 
         from adapters.discord import button_press
 
+        if interaction.id in self._pressed:
+            return  # replayed after a RESUME: answered already, and decided
+        self._pressed[interaction.id] = None
+        while len(self._pressed) > _REMEMBERED_PRESSES:
+            self._pressed.popitem(last=False)
         await interaction.response.defer()
         channel = interaction.channel
         thread_parent = (

@@ -65,6 +65,7 @@ class FakeDiscord(LoopbackServer):
         self._nonces: dict[tuple[str, str], dict[str, Any]] = {}
         self._socket: web.WebSocketResponse | None = None
         self._seq = itertools.count(2)
+        self.last_press: dict[str, Any] | None = None
 
     @property
     def api_url(self) -> str:
@@ -184,6 +185,7 @@ class FakeDiscord(LoopbackServer):
             "attachment_size_limit": 10485760,
         }  # fmt: skip
         self.dispatch("INTERACTION_CREATE", data)
+        self.last_press = data
         return interaction_id
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:

@@ -120,8 +120,13 @@ def test_an_approval_button_works_after_a_restart_and_only_for_the_requester(
     assert edit["components"] == []
     replies = _wait_created(discord, 2)
     assert replies[1]["content"] == "The command said from-discord."
+    # The same interaction replayed (as after a RESUME): not answered or decided again.
+    assert discord.last_press is not None
+    discord.dispatch("INTERACTION_CREATE", discord.last_press)
+    time.sleep(1)
     callbacks = [c for route, c in discord.calls if route.endswith("/callback")]
     assert [c["type"] for c in callbacks] == [6, 6]  # both deferred at once
+    assert len(_followups(discord)) == 1  # only the refusal
     time.sleep(1)
     assert len(model_server.requests) == 2
 
