@@ -1,6 +1,7 @@
-"""A small MCP server over stdio, built on the official ``mcp`` SDK, for the tests: one
-tool, ``forecast(city)``, that appends each call to the file named by ``CALLS_FILE`` (so
-a test can count how often it really ran)."""
+"""A small MCP server built on the official ``mcp`` SDK, for the tests: one tool,
+``forecast(city)``, that appends each call to the file named by ``CALLS_FILE`` (so a test
+can count how often it really ran). Over stdio, or streamable HTTP when ``MCP_PORT`` is
+set."""
 
 from __future__ import annotations
 
@@ -20,4 +21,10 @@ def forecast(city: str, days: int = 1) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    port = os.environ.get("MCP_PORT")
+    if port:  # streamable HTTP on 127.0.0.1:MCP_PORT/mcp
+        server.settings.host = "127.0.0.1"
+        server.settings.port = int(port)
+        server.run("streamable-http")
+    else:
+        server.run("stdio")

@@ -5,10 +5,17 @@ reaches the model."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.fakes.gateway import ROOT
+import pytest
+
+from tests.fakes.gateway import ROOT, free_port
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.conftest import ClientFactory
 from tests.scenario.test_approvals_api import _post, _until
@@ -81,3 +88,51 @@ async def test_bad_arguments_are_told_to_the_model_and_a_missing_server_is_left_
     assert not calls.exists()
     offered = [t["function"]["name"] for t in model_server.requests[0]["tools"]]
     assert not [name for name in offered if name.startswith("gone__")]
+
+
+@pytest.fixture
+def http_weather(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """The weather server over streamable HTTP: (its port, the file it logs calls to)."""
+    calls = tmp_path / "calls.txt"
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CALLS_FILE": str(calls)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.mcp_weather"],
+        env={**env, "MCP_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the MCP server did not start"
+            time.sleep(0.1)
+        yield port, calls
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_a_streamable_http_server_works_the_same(
+    make_client: ClientFactory,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    http_weather: tuple[int, Path],
+) -> None:
+    """``url =`` instead of ``command =``: the same tool over streamable HTTP."""
+    port, calls = http_weather
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        f'[mcp.servers.weather]\nurl = "http://127.0.0.1:{port}/mcp"\n\n'
+        '[[policy]]\ntool = "weather__forecast"\ndecision = "allow"\n'
+    )
+    model_server.script(tool_call("weather__forecast", {"city": "Bergen"}), "Rainy.")
+    client = await make_client(model_server, CHATGATE_CONFIG=str(config))
+    accepted = await _post(client, "weather in Bergen?")
+    await _replies(client, accepted["conversation_id"], 1)
+    result = model_server.requests[1]["messages"][-1]
+    assert result["content"] == "Bergen: sunny, 21 C, for 1 day(s)"
+    assert calls.read_text() == "Bergen\n"
