@@ -21,21 +21,6 @@ def rough_tokens(messages: Sequence[ChatMessage]) -> int:
     return sum(len(m.content) // 3 + 4 for m in messages)
 
 
-def pack(
-    *,
-    system: str,
-    history: Sequence[ChatMessage],
-    current: Sequence[ChatMessage],
-    budget: int,
-    count: TokenCounter = rough_tokens,
-) -> list[ChatMessage]:
-    """Return system + as much recent history as fits in ``budget`` tokens + the current turn."""
-    packed = assemble(
-        system=system, summary=None, history=history, current=current, budget=budget, count=count
-    )
-    return packed.messages
-
-
 SUMMARY_HEADING = "Summary of the earlier conversation (older messages are not shown):"
 
 

@@ -99,12 +99,21 @@ class TurnRunner:
         faults: FaultPoints | None = None,
         observer: TurnObserver | None = None,
         budgets: BudgetLimits | None = None,
-        summarizer: Model | None = None,
         tools_offered: int = 32,
     ) -> None:
         self._store = store
         self._tools_offered = tools_offered
-        self._summarizer = summarizer
+        self._prompter = (
+            Prompter(
+                store,
+                model=model,
+                summarizer=model,
+                system_prompt=system_prompt,
+                reply_max_tokens=reply_max_tokens,
+            )
+            if model is not None
+            else None
+        )
         self._budgets = budgets or BudgetLimits()
         self._model = model
         self._outbound = outbound
@@ -323,19 +332,14 @@ class TurnRunner:
         past = await self._start_model_call(turn, seq, past, {"model": self._model.name})
         verdict = Verdict()
         if self._budgets.any:
-            verdict = judge(self._budgets, await self._store.spent(turn))
+            spent = await self._store.spending(turn.conversation_id, turn.user, turn_id=turn.id)
+            verdict = judge(self._budgets, spent)
             if verdict.stop is not None:
                 log.info("budget reached", reason=verdict.stop)
                 output = {"role": "system", "text": verdict.stop, "error": "budget reached"}
                 return output, past
-        prompter = Prompter(
-            self._store,
-            model=self._model,
-            summarizer=self._summarizer or self._model,
-            system_prompt=self._system_prompt,
-            reply_max_tokens=self._reply_max_tokens,
-        )
-        packed, past = await prompter.prompt(turn, past, current)
+        assert self._prompter is not None
+        packed, past = await self._prompter.prompt(turn, past, current)
         prompt = packed.messages
         try:
             reply = await self._model.complete(

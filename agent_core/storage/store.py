@@ -256,19 +256,14 @@ class Store:
         """``new``: add ``note`` and let the model see only what comes after it."""
         return await self.database.write(ledger.start_fresh, conversation_id, note=note)
 
-    async def spending(self, conversation_id: str, user: str) -> Spent:
-        """What a conversation spent, and a user and everyone spent today."""
-        return await self.database.read(
-            usage_sql.spent, turn_id=0, conversation_id=conversation_id, user=user, now=utcnow()
-        )
-
-    async def spent(self, turn: TurnRecord) -> Spent:
-        """What this turn, its conversation, its user today and everyone today spent."""
+    async def spending(self, conversation_id: str, user: str, *, turn_id: int = 0) -> Spent:
+        """What a turn (when given), its conversation, its user today and everyone today
+        spent."""
         return await self.database.read(
             usage_sql.spent,
-            turn_id=turn.id,
-            conversation_id=turn.conversation_id,
-            user=turn.user,
+            turn_id=turn_id,
+            conversation_id=conversation_id,
+            user=user,
             now=utcnow(),
         )
 

@@ -23,7 +23,14 @@ from typing import Any
 import structlog
 
 from agent_core.settings import McpServerSettings
-from agent_core.tools.base import InvalidArguments, Tool, ToolContext, ToolFailed, TurnContext
+from agent_core.tools.base import (
+    DEFAULT_OUTPUT_LIMIT,
+    InvalidArguments,
+    Tool,
+    ToolContext,
+    ToolFailed,
+    TurnContext,
+)
 
 log = structlog.get_logger("chatgate.mcp")
 
@@ -58,7 +65,7 @@ class SchemaTool(Tool):
         self.description = description
         self._idempotent = idempotent
         self.timeout = timeout
-        self.output_limit = 16_000
+        self.output_limit = DEFAULT_OUTPUT_LIMIT
         parameters = dict(schema) or {"type": "object", "properties": {}}
         self._validator = jsonschema.Draft202012Validator(parameters)
         self._spec = {
