@@ -13,7 +13,7 @@ import structlog
 
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
-from agent_core.events import Edit, MessageRef
+from agent_core.events import Edit, MessageRef, Reply
 from agent_core.records import ApprovalDecision, ApprovalRecord, ApprovalStatus
 from agent_core.storage.store import Store
 
@@ -100,7 +100,18 @@ class Approvals:
         return expired
 
     async def _edit_prompt(self, approval: ApprovalRecord) -> None:
+        """Show the decision on the prompt; when the prompt's receipt was never stored (the
+        process stopped between sending it and recording it), say it in a new message."""
         if approval.prompt_message_id is None:
+            note = Reply(
+                conversation=approval.conversation,
+                text=_note(approval, approval.status, approval.decided_by or "chatgate"),
+                idempotency_key=f"{approval.id}:decided",
+            )
+            try:
+                await self._outbound.send(note)
+            except Exception:
+                log.exception("could not announce the decision", approval_id=approval.id)
             return
         edit = Edit(
             message=MessageRef(

@@ -100,7 +100,11 @@ def test_an_approval_button_works_after_a_restart_and_only_for_the_requester(
     assert [b["label"] for b in buttons] == ["Approve", "Allow in this conversation", "Deny"]
     approve = buttons[0]["custom_id"]
     assert approve.startswith("cg:ap:approve:ap_")
-    # The gateway restarts; the button on the old message must still work.
+    # The gateway restarts (once the turn waits, with the prompt's receipt stored); the
+    # button on the old message must still work.
+    deadline = time.monotonic() + 20
+    while "turn waiting for a decision" not in gateway.log and time.monotonic() < deadline:
+        time.sleep(0.05)
     gateway.stop()
     gateway.start()
     discord.wait_connected(2)
