@@ -28,6 +28,7 @@ from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost
 from agent_core.events import Reply, utcnow
 from agent_core.loop import TurnRunner, heartbeat
+from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.records import JobRecord, TurnStatus
 from agent_core.storage.store import Store
 
@@ -69,12 +70,19 @@ class JobRunner:
     """Runs one job to its end (or to its next wait) under the job's lease."""
 
     def __init__(
-        self, store: Store, runner: TurnRunner, outbound: Outbound, *, policy: JobPolicy
+        self,
+        store: Store,
+        runner: TurnRunner,
+        outbound: Outbound,
+        *,
+        policy: JobPolicy,
+        upkeep: MemoryUpkeep | None = None,
     ) -> None:
         self._store = store
         self._runner = runner
         self._outbound = outbound
         self.policy = policy
+        self._upkeep = upkeep
         # Awaited before each model call of a job's turn: lets interactive turns go first.
         self.before_step: Callable[[], Awaitable[None]] | None = None
 
@@ -95,7 +103,7 @@ class JobRunner:
     async def execute(self, job: JobRecord, *, owner: str) -> None:
         """Run a claimed job until its turn ends or waits, renewing the lease meanwhile."""
         with structlog.contextvars.bound_contextvars(
-            job_id=job.id, turn_id=job.turn_id, schedule_id=job.schedule_id
+            job_id=job.id, job_kind=job.kind, turn_id=job.turn_id, schedule_id=job.schedule_id
         ):
             log.info("job started", attempt=job.attempts)
             try:
@@ -107,6 +115,10 @@ class JobRunner:
                 log.warning("job lease lost; another worker has it now")
 
     async def _run(self, job: JobRecord, *, owner: str) -> None:
+        if job.kind != "turn":
+            await self._run_upkeep(job, owner=owner)
+            return
+        assert job.turn_id is not None
         turn = await self._store.load_turn(job.turn_id)
         if turn.status not in ("done", "failed"):
             turn = await self._store.start_turn(job.turn_id)
@@ -146,6 +158,31 @@ class JobRunner:
                 )
             )
             await self._store.note_sent(outcome.note_id, receipt=receipt)
+
+    async def _run_upkeep(self, job: JobRecord, *, owner: str) -> None:
+        """An ``extract`` or ``maintain`` job: no turn, no reply; retried like a turn."""
+        error = None
+        try:
+            if self._upkeep is None:
+                raise RuntimeError(f"this process cannot run {job.kind} jobs")
+            await self._upkeep.run(job)
+        except (asyncio.CancelledError, LeaseLost):
+            raise
+        except Exception as exc:
+            if job.attempts < self.policy.max_attempts:
+                await self._failed_attempt(job, exc, owner=owner)
+                return
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("job failed for good", error=error)
+        await self._store.finish_job(
+            job.id,
+            owner=owner,
+            turn_status="failed" if error else "done",
+            error=error,
+            failure_limit=self.policy.failure_limit,
+            pause_note=PAUSED_NOTE,
+        )
+        log.info("job finished", kind=job.kind, status="failed" if error else "done")
 
     async def _failed_attempt(self, job: JobRecord, exc: Exception, *, owner: str) -> None:
         error = f"{type(exc).__name__}: {exc}"

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import structlog
 from pydantic import JsonValue
 
+from agent_core import tracing
 from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost, ModelError, Suspended
@@ -100,14 +101,17 @@ class TurnRunner:
         observer: TurnObserver | None = None,
         budgets: BudgetLimits | None = None,
         tools_offered: int = 32,
+        summarizer: Model | None = None,
+        extract_memories: bool = False,
     ) -> None:
         self._store = store
         self._tools_offered = tools_offered
+        self._extract = extract_memories
         self._prompter = (
             Prompter(
                 store,
                 model=model,
-                summarizer=model,
+                summarizer=summarizer or model,
                 system_prompt=system_prompt,
                 reply_max_tokens=reply_max_tokens,
             )
@@ -186,6 +190,18 @@ class TurnRunner:
         the journal so the retry makes it again. ``before_step`` is awaited before each model
         call (background turns use it to give way to interactive ones).
         """
+        with tracing.span("chatgate.turn", tracing.turn_attributes(turn)) as span:
+            status = await self._run_turn(turn, retry_errors=retry_errors, before_step=before_step)
+            span.set({"chatgate.turn.status": status})
+            return status
+
+    async def _run_turn(
+        self,
+        turn: TurnRecord,
+        *,
+        retry_errors: bool,
+        before_step: Callable[[], Awaitable[None]] | None,
+    ) -> TurnStatus:
         started = time.monotonic()
         if self._observer:
             self._observer.turn_started(turn)
@@ -269,6 +285,9 @@ class TurnRunner:
             answered: FinishedStep | None = None
             if step is not None and step.status != "started" and isinstance(step.output, dict):
                 output: Mapping[str, JsonValue] = step.output
+                tracing.mark(
+                    "chatgate.model_call", tracing.replayed_model_call_attributes(seq, output)
+                )
             else:
                 if before_step is not None:
                     await before_step()
@@ -341,10 +360,13 @@ class TurnRunner:
         assert self._prompter is not None
         packed, past = await self._prompter.prompt(turn, past, current)
         prompt = packed.messages
+        asked = tracing.model_call_attributes(seq, self._model.name)
         try:
-            reply = await self._model.complete(
-                prompt, max_tokens=self._reply_max_tokens, tools=specs
-            )
+            with tracing.span("chatgate.model_call", asked) as span:
+                reply = await self._model.complete(
+                    prompt, max_tokens=self._reply_max_tokens, tools=specs
+                )
+                span.set(tracing.model_reply_attributes(reply))
         except ModelError as exc:
             if retry_errors:
                 raise
@@ -394,8 +416,15 @@ class TurnRunner:
             return
         key = f"{turn.id}:{seq}"
         if step is None:
+            extract = self._extract and role == "assistant" and not turn.queued
             await self._store.record_reply_intent(
-                turn, seq, role=role, text=text, delivery_key=key, answered=answered
+                turn,
+                seq,
+                role=role,
+                text=text,
+                delivery_key=key,
+                answered=answered,
+                extract=extract and status == "done",
             )
             if answered is not None:
                 self._faults.hit("after_model_call")
@@ -409,7 +438,9 @@ class TurnRunner:
             reply_to=turn.reply_to,
             idempotency_key=key,
         )
-        receipt = await self._outbound.send(reply)
+        sending = tracing.reply_attributes(turn, seq, resent=step is not None)
+        with tracing.span("chatgate.reply", sending):
+            receipt = await self._outbound.send(reply)
         self._faults.hit("after_send")
         await self._store.record_reply_sent(
             turn.id, seq, receipt=receipt, turn_status=status, error=error

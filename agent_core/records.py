@@ -20,6 +20,7 @@ StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
 ScheduleStatus: TypeAlias = Literal["active", "paused", "done", "deleted"]
 MissedPolicy: TypeAlias = Literal["skip", "run_once", "catch_up"]
 JobStatus: TypeAlias = Literal["queued", "running", "waiting", "done", "failed"]
+JobKind: TypeAlias = Literal["turn", "extract", "maintain"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +51,8 @@ class ApprovalRecord:
     decided_by: str | None
     expires_at: datetime
     prompt_message_id: str | None = None
+    created_at: datetime | None = None
+    decided_at: datetime | None = None
     # Set by a decision: the jobs of a queued turn that are due again because of it.
     requeued_jobs: tuple[int, ...] = ()
 
@@ -126,6 +129,8 @@ class TurnRecord:
     created_at: datetime
     steps: tuple[StepRecord, ...] = ()
     error: str | None = None
+    # Run by a job (a schedule's run, ``bg``) rather than opened by a person's message.
+    queued: bool = False
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""
@@ -266,13 +271,16 @@ class DueSchedule:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobRecord:
-    """A queued turn: a schedule run's delivery to one target, or a ``bg`` turn."""
+    """Queued work. ``turn``: a queued turn (a schedule run's delivery to one target, or a
+    ``bg`` turn); ``extract``: pick durable facts out of a finished turn; ``maintain``: review
+    one person's new facts (``user``; no turn, no conversation)."""
 
     id: int
-    kind: str
-    turn_id: int
-    conversation_id: str
+    kind: JobKind
+    turn_id: int | None
+    conversation_id: str | None
     schedule_id: str | None
+    user: str | None = None
     status: JobStatus
     attempts: int
 

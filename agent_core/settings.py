@@ -168,6 +168,19 @@ class Settings(BaseSettings):
     model_retries: int = Field(
         2, ge=0, le=10, validation_alias=AliasChoices("CHATGATE_MODEL_RETRIES", "model_retries")
     )
+    # The cheaper model for background work: folding old history into the running summary,
+    # picking facts out of turns, the nightly memory review. Default: ``model``.
+    summary_model: str | None = _key("summary_model")
+    # Pick durable facts out of every answered turn (one summary-model call per turn).
+    memory_extract: bool = Field(
+        False, validation_alias=AliasChoices("CHATGATE_MEMORY_EXTRACT", "memory_extract")
+    )
+    # When to review new facts (merge repeats, supersede contradicted ones): a cron
+    # expression in UTC, or "off".
+    memory_maintenance: str = Field(
+        "0 3 * * *",
+        validation_alias=AliasChoices("CHATGATE_MEMORY_MAINTENANCE", "memory_maintenance"),
+    )
     reply_max_tokens: int = Field(
         1024,
         ge=16,
@@ -416,6 +429,18 @@ class Settings(BaseSettings):
         raise ValueError(
             f"unsupported database {scheme!r}: use sqlite+aiosqlite:// or postgresql+asyncpg://"
         )
+
+    @field_validator("memory_maintenance")
+    @classmethod
+    def _cron_or_off(cls, value: str) -> str:
+        value = value.strip()
+        if value.lower() == "off":
+            return "off"
+        from croniter import croniter  # type: ignore[import-untyped]
+
+        if not croniter.is_valid(value):
+            raise ValueError(f'{value!r} is not a cron expression (five fields) or "off"')
+        return value
 
     @field_validator("timezone")
     @classmethod

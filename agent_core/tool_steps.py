@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 import structlog
 from pydantic import JsonValue
 
+from agent_core import tracing
 from agent_core.delivery import Outbound
 from agent_core.errors import Suspended
 from agent_core.events import ApprovalPrompt, utcnow
@@ -113,6 +114,11 @@ class ToolRound:
             step = turn.step(call_seq)
             if step is not None and step.status == "done" and isinstance(step.output, dict):
                 results[index] = str(step.output.get("content", ""))
+                done = str(step.output.get("status", ""))
+                tracing.mark(
+                    "chatgate.tool",
+                    tracing.tool_attributes(call, call_seq, outcome=done, replayed=True),
+                )
                 continue
             tool = tools.get(call.name)
             if tool is None:
@@ -136,6 +142,9 @@ class ToolRound:
                 runnable.append((index, tool, arguments, call_seq))
             elif verdict == "waiting":
                 waiting = True
+                tracing.mark(
+                    "chatgate.tool", tracing.tool_attributes(call, call_seq, outcome="waiting")
+                )
             else:
                 results[index] = await self._record(turn, call_seq, call, _refusal(verdict))
         outcomes = await asyncio.gather(
@@ -266,10 +275,14 @@ class ToolRound:
             )
             self._faults.hit("after_tool_intent")
             started = time.monotonic()
-            outcome = await tool.run(
-                arguments,
-                ToolContext(turn=context, call_id=call.id, idempotency_key=f"{turn.id}:{seq}"),
-            )
+            with tracing.span("chatgate.tool", tracing.tool_attributes(call, seq)) as span:
+                outcome = await tool.run(
+                    arguments,
+                    ToolContext(turn=context, call_id=call.id, idempotency_key=f"{turn.id}:{seq}"),
+                )
+                span.set({"chatgate.tool.outcome": outcome.status})
+                if outcome.status != "ok":
+                    span.fail(outcome.status)
             seconds = time.monotonic() - started
             self._faults.hit("after_tool_run")
             return await self._record(turn, seq, call, outcome, seconds=seconds)
@@ -285,6 +298,10 @@ class ToolRound:
     ) -> str:
         if self._observer:
             self._observer.tool_called(call.name, outcome.status, seconds)
+        if seconds is None:  # it did not run, so no span timed it
+            tracing.mark(
+                "chatgate.tool", tracing.tool_attributes(call, seq, outcome=outcome.status)
+            )
         content = self._secrets.scrub(outcome.for_model())
         await self._store.finish_step(
             turn.id,

@@ -41,6 +41,7 @@ from workers.runtime import (
     budget_limits,
     build_core,
     build_model,
+    maintenance_cron,
     outbound_for,
     platform_senders,
     process_owner,
@@ -122,6 +123,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
         async with open_database(settings.database_url) as database:
             store = Store(database)
             metrics = Metrics()
+            database.on_commit = metrics.committed
             hub = WebHub()
             outbound = outbound_for(senders, hub)
             for sender in senders.values():
@@ -196,7 +198,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             )
             background: list[asyncio.Task[None]] = []
             if local is not None:
-                ticker = ScheduleDispatcher(store, core.schedules, local)
+                ticker = ScheduleDispatcher(
+                    store, core.schedules, local, maintenance=maintenance_cron(settings)
+                )
                 background += [
                     asyncio.create_task(local.serve(runtime.stopping), name="job-runner"),
                     asyncio.create_task(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -37,18 +38,23 @@ def _settings() -> Settings:
 
 def _serve(*, with_workers: bool) -> None:
     settings = _settings()
+    from agent_core import tracing
     from agent_core.errors import StorageError
     from gateway.app import configure_logging, serve
 
     configure_logging(settings)
-    try:
-        asyncio.run(serve(settings, with_workers=with_workers))
-    except StorageError as exc:
-        typer.echo(f"chatgate: database: {exc}", err=True)
-        raise typer.Exit(1) from None
-    except OSError as exc:
-        typer.echo(f"chatgate: cannot listen on {settings.host}:{settings.port}: {exc}", err=True)
-        raise typer.Exit(1) from None
+    role = "run" if with_workers else "gateway"
+    # Spans still queued when SIGTERM ends serve() are sent before the process exits.
+    with tracing.exporting(os.environ, role=role):
+        try:
+            asyncio.run(serve(settings, with_workers=with_workers))
+        except StorageError as exc:
+            typer.echo(f"chatgate: database: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            where = f"{settings.host}:{settings.port}"
+            typer.echo(f"chatgate: cannot listen on {where}: {exc}", err=True)
+            raise typer.Exit(1) from None
 
 
 @app.command()

@@ -257,7 +257,7 @@ class Dispatcher:
     ) -> ApprovalRecord:
         """Decide an approval (first answer wins) and wake the turn that waits on it."""
         decided = await self._approvals.decide(approval_id, decision=decision, user=user)
-        self._metrics.approval_ended(decided.status)
+        self._metrics.approval_ended(decided)
         await self._resume(decided)
         return decided
 
@@ -280,7 +280,7 @@ class Dispatcher:
     async def expire_approvals(self) -> None:
         """Expire approvals nobody decided in time and wake their turns."""
         for approval in await self._approvals.expire_due():
-            self._metrics.approval_ended("expired")
+            self._metrics.approval_ended(approval)
             await self._resume(approval)
 
     def reject(self, platform: str) -> None:

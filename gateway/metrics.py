@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import JsonValue
 
-from agent_core.records import TurnRecord, TurnStatus
+from agent_core.events import utcnow
+from agent_core.records import ApprovalRecord, TurnRecord, TurnStatus
 
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
@@ -92,6 +93,33 @@ class Metrics:
             buckets=(64, 256, 1024, 4096, 16384, 65536, 262144),
             registry=self.registry,
         )
+        self.approval_wait = Histogram(
+            "chatgate_approval_wait_seconds",
+            "How long approval prompts waited for a person, by outcome.",
+            ["outcome"],
+            buckets=(5, 15, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600),
+            registry=self.registry,
+        )
+        self.queue_lag = Gauge(
+            "chatgate_queue_lag_seconds",
+            "How long the oldest due job has been waiting to start, in the whole database.",
+            registry=self.registry,
+        )
+        self.checkpoint_seconds = Histogram(
+            "chatgate_checkpoint_seconds",
+            "Time to make a write durable (commit), by transaction: the journal's checkpoints "
+            "(begin_step, finish_step, reply_intent, reply_sent, ...) and the others.",
+            ["what"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+            registry=self.registry,
+        )
+        self.turn_tokens = Histogram(
+            "chatgate_turn_tokens",
+            "Tokens (prompt plus completion) one turn used across its model calls.",
+            buckets=(256, 1024, 4096, 16384, 65536, 262144, 1048576),
+            registry=self.registry,
+        )
+        self._turn_tokens: dict[int, int] = {}
         self.turns_in_flight = Gauge(
             "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
         )
@@ -100,10 +128,15 @@ class Metrics:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
 
-    def jobs_seen(self, depth: dict[str, int]) -> None:
-        """Set the job gauges from a count by status."""
+    def jobs_seen(self, depth: dict[str, int], lag: float) -> None:
+        """Set the job gauges from a count by status and the oldest due job's wait."""
         for status in ("queued", "running", "waiting"):
             self.jobs.labels(status).set(depth.get(status, 0))
+        self.queue_lag.set(lag)
+
+    def committed(self, what: str, seconds: float) -> None:
+        """A write transaction committed (the database's observer)."""
+        self.checkpoint_seconds.labels(what).observe(seconds)
 
     def tool_called(self, tool: str, status: str, seconds: float | None = None) -> None:
         """Count a tool call's outcome and time it when it ran."""
@@ -117,6 +150,10 @@ class Metrics:
             value = output.get(f"{kind}_tokens")
             if isinstance(value, int) and value > 0:
                 self.model_tokens.labels(kind).inc(value)
+        used = sum(
+            v for k in ("prompt_tokens", "completion_tokens") if isinstance(v := output.get(k), int)
+        )
+        self._turn_tokens[turn.id] = self._turn_tokens.get(turn.id, 0) + used
         cost = output.get("cost_usd")
         if isinstance(cost, int | float) and cost > 0:
             self.model_cost.inc(cost)
@@ -130,9 +167,13 @@ class Metrics:
         """Count a prompt sent to a person."""
         self.approvals.labels("requested").inc()
 
-    def approval_ended(self, outcome: str) -> None:
-        """Count a decision or an expiry."""
-        self.approvals.labels(outcome).inc()
+    def approval_ended(self, approval: ApprovalRecord) -> None:
+        """Count a decision or an expiry, and how long the prompt waited for it."""
+        self.approvals.labels(approval.status).inc()
+        if approval.created_at is not None:
+            ended = approval.decided_at or utcnow()
+            waited = (ended - approval.created_at).total_seconds()
+            self.approval_wait.labels(approval.status).observe(max(0.0, waited))
 
     def turn_started(self, turn: TurnRecord) -> None:
         """Count a started turn."""
@@ -143,8 +184,11 @@ class Metrics:
         """Count a finished turn and its latency (an interrupted one only leaves the gauge)."""
         platform = turn.conversation.platform
         self.turns_in_flight.dec()
+        used = self._turn_tokens.pop(turn.id, 0)
         if status is None:
             return
+        if used:
+            self.turn_tokens.observe(used)
         counter = self.turns_finished if status == "done" else self.turns_failed
         counter.labels(platform).inc()
         self.turn_seconds.labels(platform).observe(seconds)

@@ -93,7 +93,7 @@ async def metrics(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME]
     try:
         async with asyncio.timeout(2):
-            runtime.metrics.jobs_seen(await runtime.store.job_depth())
+            runtime.metrics.jobs_seen(*await runtime.store.job_depth())
     except (TimeoutError, StorageError):
         pass  # the other metrics still answer
     body = runtime.metrics.render()

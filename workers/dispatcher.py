@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import structlog
 
 from agent_core.events import utcnow
+from agent_core.fire_times import cron_descending
 from agent_core.jobs import JobQueue
 from agent_core.scheduling import Schedules
 from agent_core.storage.store import Store
@@ -23,6 +25,12 @@ from agent_core.storage.store import Store
 log = structlog.get_logger("chatgate.dispatcher")
 
 BATCH = 500
+_UTC = ZoneInfo("UTC")
+
+
+def latest_slot(cron: str, now: datetime) -> datetime:
+    """The last time ``cron`` (in UTC) fired at or before ``now``."""
+    return next(cron_descending(cron, _UTC, now))
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +54,15 @@ class ScheduleDispatcher:
         *,
         resend_after: timedelta | None = None,
         batch: int = BATCH,
+        maintenance: str | None = None,
     ) -> None:
         self._store = store
         self._schedules = schedules
         self._queue = queue
         self._resend_after = resend_after
         self._batch = batch
+        self._maintenance = maintenance
+        self._maintenance_seen: datetime | None = None
 
     async def tick(self, now: datetime | None = None) -> Tick:
         """Fire everything due at ``now`` (default: the clock)."""
@@ -69,6 +80,16 @@ class ScheduleDispatcher:
                 await self._queue.submit(jobs)
             if count < self._batch:
                 break
+        if self._maintenance is not None:
+            slot = latest_slot(self._maintenance, now)
+            upkeep = []
+            if self._maintenance_seen is None or slot > self._maintenance_seen:
+                upkeep = await self._store.plan_maintenance(slot=slot)
+                self._maintenance_seen = slot
+            if upkeep:
+                log.info("memory maintenance queued", slot=slot.isoformat(), jobs=len(upkeep))
+                created.extend(upkeep)
+                await self._queue.submit(upkeep)
         resent = 0
         if self._resend_after is not None:
             lost = await self._store.jobs_to_send(now=now, resend_after=self._resend_after)

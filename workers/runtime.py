@@ -30,6 +30,7 @@ from agent_core.events import Platform
 from agent_core.faults import FaultPoints
 from agent_core.jobs import JobPolicy, JobQueue, JobRunner
 from agent_core.loop import TurnRunner
+from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.scheduling import ScheduleLimits, Schedules
@@ -55,14 +56,15 @@ def process_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def build_model(settings: Settings) -> Model | None:
-    """The configured model, or None when ``CHATGATE_MODEL`` is unset."""
+def build_model(settings: Settings, name: str | None = None) -> Model | None:
+    """The configured model (or the model ``name`` on the same provider settings), or None
+    when ``CHATGATE_MODEL`` is unset."""
     if not settings.model:
         return None
     from agent_core.model_litellm import LiteLLMModel
 
     return LiteLLMModel(
-        settings.model,
+        name or settings.model,
         api_base=settings.model_api_base,
         api_key=settings.model_api_key.get_secret_value() if settings.model_api_key else None,
         fallbacks=settings.fallback_models,
@@ -147,6 +149,7 @@ def build_core(
 ) -> Core:
     """The turn runner, its tools and the job runner, from the settings."""
     faults = FaultPoints(settings.test_fault)
+    summarizer = build_model(settings, settings.summary_model) if settings.summary_model else model
     secrets = load_secrets(settings)
     mcp = McpServers(settings.mcp.servers)
     schedules = build_schedules(settings, store)
@@ -172,6 +175,8 @@ def build_core(
         observer=observer,
         budgets=budget_limits(settings),
         tools_offered=settings.tools_offered,
+        summarizer=summarizer,
+        extract_memories=settings.memory_extract,
     )
     jobs = JobRunner(
         store,
@@ -183,6 +188,7 @@ def build_core(
             backoff_seconds=settings.job_backoff_seconds,
             failure_limit=settings.schedule_failure_limit,
         ),
+        upkeep=MemoryUpkeep(store, summarizer),
     )
     return Core(
         store=store,
@@ -194,6 +200,11 @@ def build_core(
         faults=faults,
         mcp=mcp,
     )
+
+
+def maintenance_cron(settings: Settings) -> str | None:
+    """When the memory review runs (None: never)."""
+    return None if settings.memory_maintenance == "off" else settings.memory_maintenance
 
 
 def budget_limits(settings: Settings) -> BudgetLimits:
@@ -294,6 +305,7 @@ class WorkerRuntime:
             queue,
             # Long enough that a job waiting in a busy broker is not sent twice.
             resend_after=timedelta(seconds=2 * self.settings.job_time_limit_seconds),
+            maintenance=maintenance_cron(self.settings),
         )
 
     def call(self, coroutine: Coroutine[Any, Any, T], *, timeout: float) -> T:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
 import structlog
 from celery import Celery, signals
 
+from agent_core import tracing
 from agent_core.settings import Settings
 from workers.runtime import WorkerRuntime
 
@@ -33,6 +35,7 @@ def runtime() -> WorkerRuntime:
 @signals.worker_process_init.connect
 def _process_init(**_kwargs: Any) -> None:
     if _settings is not None:
+        tracing.setup(os.environ, role="worker")
         runtime()
 
 
@@ -43,6 +46,7 @@ def _process_shutdown(**_kwargs: Any) -> None:
         if _runtime is not None:
             _runtime.close()
             _runtime = None
+    tracing.shutdown()
 
 
 def register(app: Celery, settings: Settings) -> None:

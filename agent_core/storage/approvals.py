@@ -248,4 +248,6 @@ def record(row: Row[Any]) -> ApprovalRecord:
         decided_by=row.decided_by,
         expires_at=row.expires_at,
         prompt_message_id=row.prompt_message_id,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -90,6 +91,8 @@ class Database:
         self._sync: Engine | None = None
         self._async: AsyncEngine | None = None
         self._threads: ThreadPoolExecutor | None = None
+        # Told each committed write's name and duration (the gateway's metrics).
+        self.on_commit: Callable[[str, float], None] | None = None
         if self.dialect == "sqlite":
             self._sync = _sqlite_engine(url)
             self._threads = ThreadPoolExecutor(_SQLITE_THREADS, thread_name_prefix="sqlite")
@@ -107,7 +110,12 @@ class Database:
         self, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """Run ``fn(connection, ...)`` in one transaction and commit it."""
-        return await self._run(fn, args, kwargs, read_only=False)
+        if self.on_commit is None:
+            return await self._run(fn, args, kwargs, read_only=False)
+        started = time.perf_counter()
+        result = await self._run(fn, args, kwargs, read_only=False)
+        self.on_commit(getattr(fn, "__name__", "write"), time.perf_counter() - started)
+        return result
 
     async def read(
         self, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
@@ -180,8 +188,15 @@ def _stamped(connection: Connection) -> str | None:
 def _upgrade(connection: Connection, revision: str) -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(text(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_ID})"))
-    if revision == "head" and _stamped(connection) == newest_revision():
+    stamped, newest = _stamped(connection), newest_revision()
+    if revision == "head" and stamped == newest:
         return  # the common case at start-up: nothing to do, and no Alembic to load
+    if stamped is not None and stamped > newest:
+        # A rollback to an older chatgate: its code does not know this schema.
+        raise StorageError(
+            f"the database is at schema revision {stamped}, newer than this chatgate knows "
+            f"({newest}); run the newer chatgate (or restore the backup taken before it)"
+        )
     from alembic import command
     from alembic.config import Config
 

@@ -314,14 +314,23 @@ def mark_sent(conn: Connection, job_ids: list[int], *, now: datetime) -> None:
         conn.execute(update(jobs).where(jobs.c.id.in_(job_ids)).values(enqueued_at=now))
 
 
-def depth(conn: Connection) -> dict[str, int]:
-    """How many jobs are in each unfinished state."""
+def depth(conn: Connection, *, now: datetime) -> tuple[dict[str, int], float]:
+    """How many jobs are in each unfinished state, and how many seconds the oldest due
+    queued job has waited (0 when none is due)."""
     query = (
         select(jobs.c.status, func.count())
         .where(jobs.c.status.in_(("queued", "running", "waiting")))
         .group_by(jobs.c.status)
     )
-    return {str(status): int(count) for status, count in conn.execute(query).all()}
+    counts = {str(status): int(count) for status, count in conn.execute(query).all()}
+    oldest = conn.execute(
+        select(func.min(jobs.c.not_before)).where(
+            jobs.c.status == "queued", jobs.c.not_before <= now
+        )
+    ).scalar()
+    if oldest is None:
+        return counts, 0.0
+    return counts, max(0.0, (now - oldest).total_seconds())
 
 
 def runs_of(
@@ -365,9 +374,10 @@ def _job(row: Row[Any]) -> JobRecord:
     return JobRecord(
         id=int(row.id),
         kind=row.kind,
-        turn_id=int(row.turn_id),
+        turn_id=None if row.turn_id is None else int(row.turn_id),
         conversation_id=row.conversation_id,
         schedule_id=row.schedule_id,
+        user=row.user_id,
         status=row.status,
         attempts=int(row.attempts),
     )

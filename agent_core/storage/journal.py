@@ -175,6 +175,7 @@ def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecor
         created_at=row.created_at,
         steps=tuple(_step(step) for step in steps),
         error=row.error,
+        queued=row.prompt is not None,
     )
 
 

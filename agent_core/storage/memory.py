@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from agent_core.records import MemoryRecord, MemoryScope
 from agent_core.storage.schema import UTCDateTime, memories
 
-_WORDS = re.compile(r"\w+", re.UNICODE)
+WORDS = re.compile(r"\w+", re.UNICODE)
 # Half the weight at this age: recent facts come first among equally relevant ones.
 _HALF_LIFE_DAYS = 30.0
 _CANDIDATES = 50
@@ -56,7 +56,7 @@ _SUPERSEDE = (
 )
 
 
-def _query(words: list[str], dialect: str) -> str:
+def match_query(words: list[str], dialect: str) -> str:
     """Any of the words, as the backend's query syntax (each word quoted or escaped)."""
     if dialect == "sqlite":
         return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
@@ -103,14 +103,14 @@ def recall(
     limit: int,
 ) -> list[MemoryRecord]:
     """The live facts this person may see that match ``query``, best first."""
-    words = _WORDS.findall(query.lower())[:32]
+    words = WORDS.findall(query.lower())[:32]
     if not words:
         return []
     statement = _SEARCH[conn.dialect.name].columns(**_TYPES)
     rows = conn.execute(
         statement,
         {
-            "query": _query(words, conn.dialect.name),
+            "query": match_query(words, conn.dialect.name),
             "user": user,
             "conversation": conversation_id,
             "limit": _CANDIDATES,

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -283,8 +284,11 @@ jobs = Table(
     Column("id", Id, primary_key=True, autoincrement=True),
     # "turn": run a queued turn and deliver its reply (one per schedule target, or ``bg``).
     Column("kind", String(16), nullable=False),
-    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
-    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    # "extract": pick durable facts out of a finished turn (the turn's own job).
+    # "maintain": review one person's new facts (nightly; no turn, no conversation).
+    Column("turn_id", Id, ForeignKey("turns.id")),
+    Column("conversation_id", String(32), ForeignKey("conversations.id")),
+    Column("user_id", String(255)),
     Column("schedule_id", String(16), ForeignKey("schedules.id")),
     Column("run_id", Id, ForeignKey("schedule_runs.id")),
     # queued -> running -> done | failed, or waiting (for an approval) -> queued ...
@@ -325,8 +329,9 @@ model_usage = Table(
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("day", String(10), nullable=False),
     Column("user_id", String(255), nullable=False),
-    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
-    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    # NULL for a person's memory maintenance, which belongs to no conversation.
+    Column("conversation_id", String(32), ForeignKey("conversations.id")),
+    Column("turn_id", Id, ForeignKey("turns.id")),
     Column("model", String(255), nullable=False),
     Column("prompt_tokens", Integer, nullable=False),
     Column("completion_tokens", Integer, nullable=False),
@@ -356,8 +361,25 @@ memories = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("superseded_by", Id),
     Column("forgotten_at", UTCDateTime()),
+    # When maintenance last compared it with the person's older facts (NULL: not yet).
+    Column("reviewed_at", UTCDateTime()),
     Index("ix_memories_user_id_scope", "user_id", "scope"),
     Index("ix_memories_conversation_id", "conversation_id"),
+    Index(
+        "ix_memories_unreviewed",
+        "user_id",
+        sqlite_where=text("reviewed_at IS NULL"),
+        postgresql_where=text("reviewed_at IS NULL"),
+    ),
+)
+
+# The last slot of each periodic upkeep (``memory``: the nightly memory maintenance) that
+# some process claimed: whoever moves ``last_slot`` forward creates that slot's jobs.
+maintenance = Table(
+    "maintenance",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("last_slot", UTCDateTime(), nullable=False),
 )
 
 FTS_OBJECTS = ("memories_fts",)

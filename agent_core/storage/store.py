@@ -9,6 +9,7 @@ its message; the receipt and the end of the turn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pydantic import JsonValue
@@ -43,7 +44,7 @@ from agent_core.records import (
 from agent_core.storage import access as access_sql
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import jobs as job_sql
-from agent_core.storage import journal, ledger
+from agent_core.storage import journal, ledger, upkeep
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import memory as memory_sql
 from agent_core.storage import schedules as schedule_sql
@@ -167,17 +168,20 @@ class Store:
         text: str,
         delivery_key: str,
         answered: FinishedStep | None = None,
+        extract: bool = False,
     ) -> int:
         """Journal the reply step and add the reply to the history in one transaction;
-        ``answered`` is the model call that produced the reply, journaled in it too."""
+        ``answered`` is the model call that produced the reply, journaled in it too, and
+        with ``extract`` the job that picks durable facts out of the turn is queued in it."""
         return await self.database.write(
-            journal.reply_intent,
+            upkeep.reply_intent,
             turn,
             seq,
             role=role,
             text=text,
             delivery_key=delivery_key,
             answered=answered,
+            extract=extract,
         )
 
     async def record_reply_sent(
@@ -239,6 +243,54 @@ class Store:
             memory_id=memory_id,
             now=utcnow(),
         )
+
+    # -- memory upkeep (see ``agent_core.storage.upkeep``) --------------------------------
+
+    async def store_extracted(
+        self,
+        *,
+        user: str,
+        conversation_id: str,
+        facts: Sequence[tuple[str, str | None]],
+        source: str,
+    ) -> int:
+        """Store the (fact, about) pairs picked out of a turn, once per ``source``."""
+        return await self.database.write(
+            upkeep.store_extracted,
+            user=user,
+            conversation_id=conversation_id,
+            facts=facts,
+            source=source,
+            now=utcnow(),
+        )
+
+    async def plan_maintenance(self, *, slot: datetime) -> list[int]:
+        """Claim a maintenance slot and queue its per-person jobs (empty: not ours)."""
+        return await self.database.write(upkeep.plan_maintenance, slot=slot, now=utcnow())
+
+    async def unreviewed_facts(self, user: str, *, limit: int) -> list[MemoryRecord]:
+        """A person's live facts maintenance has not looked at, oldest first."""
+        return await self.database.read(upkeep.unreviewed, user, limit=limit)
+
+    async def similar_older_facts(
+        self, user: str, newer: MemoryRecord, *, limit: int
+    ) -> list[MemoryRecord]:
+        """The person's live facts older than ``newer`` sharing words with it."""
+        return await self.database.read(upkeep.similar_older, user, newer, limit=limit)
+
+    async def review_fact(
+        self, user: str, fact: MemoryRecord, *, obsolete: Sequence[int], spend: JsonValue
+    ) -> int:
+        """Let ``fact`` supersede the ``obsolete`` older facts, mark it reviewed, and count
+        the model call's spend, in one transaction; returns how many it superseded."""
+
+        return await self.database.write(
+            upkeep.review, user, fact.id, obsolete=obsolete, spend=spend, now=utcnow()
+        )
+
+    async def record_spend(self, turn_id: int, output: JsonValue) -> None:
+        """Count a model call made for a turn outside its journal (fact extraction)."""
+        await self.database.write(usage_sql.record, turn_id, output, now=utcnow())
 
     async def take_lock(self, name: str, *, owner: str, ttl: float) -> bool:
         """Take the named lock for ``ttl`` seconds, if it is free (or already ours)."""
@@ -465,9 +517,9 @@ class Store:
         """These jobs were handed to the broker."""
         await self.database.write(job_sql.mark_sent, job_ids, now=now)
 
-    async def job_depth(self) -> dict[str, int]:
-        """Unfinished jobs by status."""
-        return await self.database.read(job_sql.depth)
+    async def job_depth(self) -> tuple[dict[str, int], float]:
+        """Unfinished jobs by status, and the seconds the oldest due job has waited."""
+        return await self.database.read(job_sql.depth, now=utcnow())
 
     # -- conversations and history ---------------------------------------------------------
 

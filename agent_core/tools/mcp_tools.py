@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -140,7 +141,7 @@ class McpServers:
 
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(_transport(server))
+                read, write = await stack.enter_async_context(_transport(name, server))
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 listed = await session.list_tools()
@@ -193,7 +194,15 @@ def _content_text(item: Any) -> str:
     return f"[{kind} content]"
 
 
-def _transport(server: McpServerSettings) -> Any:
+def _log_stderr(server: str, fd: int) -> None:
+    """Log each line an MCP server writes to stderr, until it closes it."""
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if line.strip():
+                log.info("mcp server stderr", server=server, line=line.rstrip()[:2000])
+
+
+def _transport(name: str, server: McpServerSettings) -> Any:
     if server.command is not None:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -203,7 +212,23 @@ def _transport(server: McpServerSettings) -> Any:
         parameters = StdioServerParameters(
             command=server.command, args=server.args, env=env, cwd=server.cwd
         )
-        return stdio_client(parameters)
+
+        @contextlib.asynccontextmanager
+        async def spawn() -> Any:
+            # The server's stderr goes through a pipe into our log, a line per record.
+            read_fd, write_fd = os.pipe()
+            errlog = os.fdopen(write_fd, "w")
+            threading.Thread(
+                target=_log_stderr, args=(name, read_fd), name=f"mcp-stderr:{name}", daemon=True
+            ).start()
+            try:
+                async with stdio_client(parameters, errlog=errlog) as streams:
+                    errlog.close()  # the server has its own copy: EOF when it exits
+                    yield streams
+            finally:
+                errlog.close()
+
+        return spawn()
     import httpx
     from mcp.client.streamable_http import streamable_http_client
 

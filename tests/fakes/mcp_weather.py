@@ -6,6 +6,7 @@ set."""
 from __future__ import annotations
 
 import os
+import sys
 
 from mcp.server.fastmcp import FastMCP
 
@@ -27,4 +28,5 @@ if __name__ == "__main__":
         server.settings.port = int(port)
         server.run("streamable-http")
     else:
+        print("weather server ready on stdio", file=sys.stderr, flush=True)
         server.run("stdio")

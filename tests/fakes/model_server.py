@@ -49,6 +49,12 @@ class FakeModelServer(LoopbackServer):
         # When set: answers chatgate's summary requests (the request's text in, the new
         # summary out) instead of taking them from the script.
         self.summarise: Callable[[str], str] | None = None
+        # Answers for chatgate's background requests, by how their system prompt starts
+        # (e.g. ``EXTRACT_ASK``): the request's last message in, the answer out.
+        self.background: dict[str, Callable[[str], str]] = {}
+        # When set: decides each answer from the request body (None: the script, or echo).
+        # For tests with many conversations at once, where a shared script has no order.
+        self.respond: Callable[[dict[str, Any]], Scripted | None] | None = None
         self.in_flight = 0
         self.max_in_flight = 0
         self.barrier: tuple[int, float] | None = None
@@ -114,11 +120,18 @@ class FakeModelServer(LoopbackServer):
         with self._arrived:
             self.requests.append(body)
             self._arrived.notify_all()
-        summarise = self.summarise
         messages = body.get("messages", [])
-        if summarise is not None and str(messages[0].get("content", "")).startswith(SUMMARY_ASK):
-            answer: Scripted | None = Scripted(text=summarise(str(messages[-1]["content"])))
-        else:
+        first = str(messages[0].get("content", "")) if messages else ""
+        hooks = dict(self.background)
+        if self.summarise is not None:
+            hooks[SUMMARY_ASK] = self.summarise
+        hook = next((h for ask, h in hooks.items() if first.startswith(ask)), None)
+        answer: Scripted | None = None
+        if hook is not None:
+            answer = Scripted(text=hook(str(messages[-1]["content"])))
+        elif self.respond is not None:
+            answer = self.respond(body)
+        if answer is None and hook is None:
             with self._lock:
                 answer = self._script.popleft() if self._script else None
         if answer is None:

@@ -110,6 +110,7 @@ async def test_approve_runs_the_command_once_and_the_reply_arrives(
     metrics = await (await client.get("/metrics")).text()
     assert 'chatgate_approvals_total{outcome="requested"} 1.0' in metrics
     assert 'chatgate_approvals_total{outcome="approved"} 1.0' in metrics
+    assert 'chatgate_approval_wait_seconds_count{outcome="approved"} 1.0' in metrics
     assert 'chatgate_tool_calls_total{status="ok",tool="run_command"} 1.0' in metrics
     assert 'chatgate_tool_duration_seconds_count{tool="run_command"} 1.0' in metrics
 

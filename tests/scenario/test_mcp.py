@@ -36,7 +36,10 @@ def _config(tmp_path: Path, calls: Path, more: str = "") -> Path:
 
 
 async def test_an_mcp_tool_runs_once_after_approval_and_its_result_reaches_the_model(
-    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+    make_client: ClientFactory,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     calls = tmp_path / "calls.txt"
     config = _config(tmp_path, calls)
@@ -62,6 +65,12 @@ async def test_an_mcp_tool_runs_once_after_approval_and_its_result_reaches_the_m
     assert result["role"] == "tool"
     assert result["content"] == "Oslo: sunny, 21 C, for 2 day(s)"
     assert calls.read_text() == "Oslo\n"
+    # The server's own stderr lands in chatgate's log, naming the server.
+    captured = capfd.readouterr()
+    logged = captured.out + captured.err
+    line = next(x for x in logged.splitlines() if "weather server ready on stdio" in x)
+    assert "mcp server stderr" in line
+    assert "server=weather" in line
 
 
 async def test_bad_arguments_are_told_to_the_model_and_a_missing_server_is_left_out(

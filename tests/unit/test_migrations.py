@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from agent_core.errors import StorageError
 from agent_core.storage import database as database_module
 from agent_core.storage.database import Database, newest_revision
 from agent_core.storage.schema import FTS_OBJECTS, metadata
@@ -69,3 +72,15 @@ async def test_an_older_database_is_still_migrated(database: Database) -> None:
     await database.migrate()
     assert await database.revision_status() == (head, head)
     assert await database.read(_diff) == []
+
+
+async def test_an_older_chatgate_refuses_a_newer_schema_clearly(database: Database) -> None:
+    """A rollback across a migration: a one-line error naming both revisions, no traceback
+    from Alembic about a revision it cannot locate."""
+    await database.write(
+        lambda conn: conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    )
+    with pytest.raises(
+        StorageError, match=r"revision 9999, newer than this chatgate knows \(0010\)"
+    ):
+        await database.migrate()

@@ -71,6 +71,8 @@ def test_postgres_urls_get_the_async_driver() -> None:
         ({"TELEGRAM_API_URL": "api.telegram.org"}, "TELEGRAM_API_URL", "http"),
         ({"CHATGATE_MAX_CONCURRENT_TURNS": "0"}, "CHATGATE_MAX_CONCURRENT_TURNS", "1"),
         ({"CHATGATE_CONFIG": "/nonexistent/chatgate.toml"}, "CHATGATE_CONFIG", "TOML"),
+        ({"CHATGATE_MEMORY_MAINTENANCE": "nightly"}, "CHATGATE_MEMORY_MAINTENANCE", "cron"),
+        ({"CHATGATE_MEMORY_EXTRACT": "sometimes"}, "CHATGATE_MEMORY_EXTRACT", "boolean"),
     ],
 )
 def test_bad_values_name_the_key(environ: dict[str, str], key: str, words: str) -> None:

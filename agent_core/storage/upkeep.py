@@ -1,0 +1,264 @@
+"""Memory upkeep: the transactions behind fact extraction and the nightly maintenance.
+
+Extraction is a job created in the transaction that journals a turn's reply, so a crash
+after the reply loses no extraction; its facts are stored once per turn (a job that runs
+again finds them by their source and stores nothing). Maintenance is planned by whichever
+dispatcher first moves the ``memory`` slot forward (one compare-and-set, safe from any
+number of beats at once): one job per person with facts not yet reviewed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from pydantic import JsonValue
+from sqlalchemy import and_, exists, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+
+from agent_core.events import utcnow
+from agent_core.records import FinishedStep, MemoryRecord, Role, TurnRecord
+from agent_core.storage import journal
+from agent_core.storage.memory import WORDS, match_query
+from agent_core.storage.schema import UTCDateTime, jobs, maintenance, memories, model_usage
+from agent_core.storage.usage import day_of
+
+MEMORY_SLOT = "memory"
+_LIVE = and_(memories.c.superseded_by.is_(None), memories.c.forgotten_at.is_(None))
+_COLUMNS = (
+    memories.c.id,
+    memories.c.scope,
+    memories.c.about,
+    memories.c.fact,
+    memories.c.source,
+    memories.c.created_at,
+)
+_OLDER_LIVE = (
+    "m.user_id = :user AND m.id < :newer AND m.forgotten_at IS NULL AND m.superseded_by IS NULL"
+)
+_SIMILAR = {
+    "sqlite": text(
+        "SELECT m.id, m.scope, m.about, m.fact, m.source, m.created_at "
+        "FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+        f"WHERE memories_fts MATCH :query AND {_OLDER_LIVE} "
+        "ORDER BY bm25(memories_fts) LIMIT :limit"
+    ),
+    "postgresql": text(
+        "SELECT m.id, m.scope, m.about, m.fact, m.source, m.created_at "
+        "FROM memories AS m "
+        f"WHERE m.memories_fts @@ to_tsquery('simple', :query) AND {_OLDER_LIVE} "
+        "ORDER BY ts_rank(m.memories_fts, to_tsquery('simple', :query)) DESC LIMIT :limit"
+    ),
+}
+
+
+def _insert_job(
+    conn: Connection,
+    *,
+    kind: str,
+    now: datetime,
+    user: str,
+    turn_id: int | None = None,
+    conversation_id: str | None = None,
+) -> int:
+    row = {
+        "kind": kind,
+        "turn_id": turn_id,
+        "conversation_id": conversation_id,
+        "user_id": user,
+        "status": "queued",
+        "attempts": 0,
+        "not_before": now,
+        "created_at": now,
+    }
+    return int(conn.execute(insert(jobs).returning(jobs.c.id), row).scalar_one())
+
+
+def reply_intent(
+    conn: Connection,
+    turn: TurnRecord,
+    seq: int,
+    *,
+    role: Role,
+    text: str,
+    delivery_key: str,
+    answered: FinishedStep | None,
+    extract: bool,
+) -> int:
+    """``journal.reply_intent``, plus the turn's extraction job when ``extract``."""
+    message_id = journal.reply_intent(
+        conn, turn, seq, role=role, text=text, delivery_key=delivery_key, answered=answered
+    )
+    if extract:
+        _insert_job(
+            conn,
+            kind="extract",
+            now=utcnow(),
+            user=turn.user,
+            turn_id=turn.id,
+            conversation_id=turn.conversation_id,
+        )
+    return message_id
+
+
+def store_extracted(
+    conn: Connection,
+    *,
+    user: str,
+    conversation_id: str,
+    facts: Sequence[tuple[str, str | None]],
+    source: str,
+    now: datetime,
+) -> int:
+    """Store the facts picked out of a turn, once: nothing when facts from ``source`` are
+    stored already. A fact about the same thing as a live older one supersedes it.
+    Returns how many were stored."""
+    done = conn.execute(select(exists().where(memories.c.source == source))).scalar()
+    if done:
+        return 0
+    from agent_core.storage.memory import remember
+
+    for fact, about in facts:
+        remember(
+            conn,
+            user=user,
+            conversation_id=conversation_id,
+            scope="user",
+            fact=fact,
+            about=about,
+            source=source,
+            now=now,
+        )
+    return len(facts)
+
+
+def plan_maintenance(conn: Connection, *, slot: datetime, now: datetime) -> list[int]:
+    """Claim the maintenance slot ``slot`` and create its jobs: one per person with live
+    facts not yet reviewed. Empty when the slot was claimed already (by anyone) or when
+    this is the first slot ever seen (counting starts now, not with a burst of old slots).
+    """
+    moved = conn.execute(
+        update(maintenance)
+        .where(maintenance.c.name == MEMORY_SLOT, maintenance.c.last_slot < slot)
+        .values(last_slot=slot)
+    ).rowcount
+    if not moved:
+        seen = conn.execute(
+            select(maintenance.c.last_slot).where(maintenance.c.name == MEMORY_SLOT)
+        ).first()
+        if seen is None:
+            dialect_insert = (
+                postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
+            )
+            first = dialect_insert(maintenance).values(name=MEMORY_SLOT, last_slot=slot)
+            conn.execute(first.on_conflict_do_nothing())
+        return []
+    users = conn.execute(
+        select(memories.c.user_id)
+        .distinct()
+        .where(_LIVE, memories.c.reviewed_at.is_(None))
+        .order_by(memories.c.user_id)
+    ).scalars()
+    return [_insert_job(conn, kind="maintain", now=now, user=str(user)) for user in users]
+
+
+def unreviewed(conn: Connection, user: str, *, limit: int) -> list[MemoryRecord]:
+    """A person's live facts that maintenance has not looked at yet, oldest first."""
+    rows = conn.execute(
+        select(*_COLUMNS)
+        .where(memories.c.user_id == user, _LIVE, memories.c.reviewed_at.is_(None))
+        .order_by(memories.c.id)
+        .limit(limit)
+    ).all()
+    return [_record(row) for row in rows]
+
+
+def similar_older(
+    conn: Connection, user: str, newer: MemoryRecord, *, limit: int
+) -> list[MemoryRecord]:
+    """The person's live facts older than ``newer`` that share words with it, best first."""
+    words = WORDS.findall(newer.fact.lower())[:32]
+    if newer.about:
+        words += WORDS.findall(newer.about.lower())[:8]
+    if not words:
+        return []
+    statement = _SIMILAR[conn.dialect.name].columns(created_at=UTCDateTime())
+    rows = conn.execute(
+        statement,
+        {
+            "query": match_query(words, conn.dialect.name),
+            "user": user,
+            "newer": newer.id,
+            "limit": limit,
+        },
+    ).all()
+    return [_record(row) for row in rows]
+
+
+def review(
+    conn: Connection,
+    user: str,
+    fact_id: int,
+    *,
+    obsolete: Sequence[int],
+    spend: JsonValue,
+    now: datetime,
+) -> int:
+    """Let a fact supersede the ``obsolete`` older ones, mark it reviewed and count the
+    model call's ``spend`` (None: no call was made); returns how many it superseded."""
+    if spend is not None:
+        record_spend(conn, user, spend, now=now)
+    superseded = supersede(conn, user, newer=fact_id, older=obsolete)
+    reviewed(conn, [fact_id], now=now)
+    return superseded
+
+
+def supersede(conn: Connection, user: str, *, newer: int, older: Sequence[int]) -> int:
+    """Let ``newer`` replace the person's live ``older`` facts; returns how many it did."""
+    if not older:
+        return 0
+    statement = (
+        update(memories)
+        .where(memories.c.user_id == user, memories.c.id.in_(list(older)), _LIVE)
+        .values(superseded_by=newer)
+    )
+    return int(conn.execute(statement).rowcount)
+
+
+def reviewed(conn: Connection, ids: Sequence[int], *, now: datetime) -> None:
+    """Maintenance has looked at these facts."""
+    if ids:
+        conn.execute(update(memories).where(memories.c.id.in_(list(ids))).values(reviewed_at=now))
+
+
+def record_spend(conn: Connection, user: str, output: JsonValue, *, now: datetime) -> None:
+    """Count a maintenance model call's spend against the person (no conversation)."""
+    if not isinstance(output, dict):
+        return
+    conn.execute(
+        insert(model_usage),
+        {
+            "day": day_of(now),
+            "user_id": user,
+            "conversation_id": None,
+            "turn_id": None,
+            "model": str(output.get("model") or ""),
+            "prompt_tokens": int(output.get("prompt_tokens") or 0),  # type: ignore[arg-type]
+            "completion_tokens": int(output.get("completion_tokens") or 0),  # type: ignore[arg-type]
+            "cost_usd": float(output.get("cost_usd") or 0.0),  # type: ignore[arg-type]
+            "created_at": now,
+        },
+    )
+
+
+def _record(row: object) -> MemoryRecord:
+    return MemoryRecord(
+        id=int(row.id),  # type: ignore[attr-defined]
+        scope=row.scope,  # type: ignore[attr-defined]
+        about=row.about,  # type: ignore[attr-defined]
+        fact=row.fact,  # type: ignore[attr-defined]
+        source=row.source,  # type: ignore[attr-defined]
+        created_at=row.created_at,  # type: ignore[attr-defined]
+    )
