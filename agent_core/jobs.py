@@ -113,6 +113,11 @@ class JobRunner:
                     await self._run(job, owner=owner)
             except LeaseLost:
                 log.warning("job lease lost; another worker has it now")
+            except asyncio.CancelledError:
+                # A drain: hand the job back now rather than when its lease expires.
+                if await asyncio.shield(self._store.hand_back_job(job.id, owner=owner)):
+                    log.info("job handed back at shutdown")
+                raise
 
     async def _run(self, job: JobRecord, *, owner: str) -> None:
         if job.kind != "turn":

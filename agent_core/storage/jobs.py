@@ -179,6 +179,26 @@ def retry(conn: Connection, job_id: int, *, owner: str, at: datetime, error: str
     return conn.execute(statement, {"b_id": job_id, "b_owner": owner}).rowcount == 1
 
 
+def hand_back(conn: Connection, job_id: int, *, owner: str) -> bool:
+    """This process stops (a drain) before the job ended: due again now, for anyone, and
+    the attempt it was on does not count."""
+    statement = (
+        update(jobs)
+        .where(_OWNED)
+        .values(
+            status="queued",
+            not_before=utcnow(),
+            enqueued_at=None,
+            lease_owner=None,
+            lease_expires_at=None,
+            attempts=func.max(jobs.c.attempts - 1, 0)
+            if conn.dialect.name == "sqlite"
+            else func.greatest(jobs.c.attempts - 1, 0),
+        )
+    )
+    return conn.execute(statement, {"b_id": job_id, "b_owner": owner}).rowcount == 1
+
+
 def wait(conn: Connection, job_id: int, *, owner: str) -> None:
     """The job's turn waits for a person; a decision puts it back in the queue."""
     statement = (

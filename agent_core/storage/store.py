@@ -480,6 +480,10 @@ class Store:
         """Back in the queue, due at ``at``."""
         return await self.database.write(job_sql.retry, job_id, owner=owner, at=at, error=error)
 
+    async def hand_back_job(self, job_id: int, *, owner: str) -> bool:
+        """Give a job this process cannot finish back to the queue, due now."""
+        return await self.database.write(job_sql.hand_back, job_id, owner=owner)
+
     async def job_waiting(self, job_id: int, *, owner: str) -> None:
         """The job's turn waits for an approval."""
         await self.database.write(job_sql.wait, job_id, owner=owner)

@@ -3,6 +3,7 @@ and waiting durably for approvals."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -291,3 +292,40 @@ async def test_fan_out_delivers_to_each_target_independently(database: Database)
     [broken] = [row for row in rows if row["status"] == "queued"]
     assert broken["error"] == "DeliveryError: broken-room is down"
     assert all(row["receipt"] for row in rows if row["status"] == "done")
+
+
+class _Stuck(ScriptedModel):
+    """A model call that never ends (until the test cancels it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+
+    async def complete(self, *args: object, **kwargs: object) -> ModelReply:
+        self.called.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_job_cut_short_by_a_drain_is_handed_back_at_once(database: Database) -> None:
+    model = _Stuck()
+    harness = Harness(database, model)
+    conversation_id = await harness.conversation()
+    job_id = await harness.store.background_turn(
+        conversation_id, user="web:alice", prompt="summarise", reply_to=None
+    )
+    running = asyncio.create_task(harness.jobs.run(job_id, owner="w1"))
+    await asyncio.wait_for(model.called.wait(), 10)
+    assert (await harness.job_row(job_id))["attempts"] == 1
+    running.cancel()  # what LocalRunner.drain does to a job still running at the deadline
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    row = await harness.job_row(job_id)
+    assert (row["status"], row["lease_owner"], row["attempts"]) == ("queued", None, 0)
+    # Due now, for another runner, without waiting for the lease to expire.
+    harness.runner = TurnRunner(
+        harness.store, model=ScriptedModel("done"), outbound=harness.outbound, system_prompt="s"
+    )
+    again = JobRunner(harness.store, harness.runner, harness.outbound, policy=POLICY)
+    assert await again.run(None, owner="w2") is not None
+    assert (await harness.job_row(job_id))["status"] == "done"
