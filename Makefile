@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench clean
+.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench soak clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "chatgate needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -40,6 +40,12 @@ pytest-sqlite: $(VENV)/.installed-test
 
 pytest-postgres: $(VENV)/.installed-test
 	CHATGATE_TEST_DATABASE=postgresql $(BIN)/pytest -m "not browser"
+
+## soak: the scale-out test at ten times the size `make test` runs it (2,000 messages over
+## 50 conversations; 2 gateways, 2 workers, 2 beats on PostgreSQL and Redis, one of each killed)
+soak: $(VENV)/.installed-test
+	CHATGATE_TEST_DATABASE=postgresql CHATGATE_SOAK_MESSAGES=2000 CHATGATE_SOAK_CONVERSATIONS=50 \
+		$(BIN)/pytest -p no:cacheprovider -s tests/scenario/test_scale_out.py
 
 ## bench: benchmarks that print ratios against a baseline run side by side
 bench: $(VENV)/.installed-test

@@ -11,6 +11,8 @@
    1,000, and chat reply latency with 2,000 background jobs queued vs none.
 6. Context assembly (``bench/context.py``): packing a 5,000-message history into the
    window vs reading it from the database.
+7. Scale-out (``bench/scale.py``): messages answered per second by 2 gateways vs 1 on
+   PostgreSQL.
 
 The machine is shared and noisy: each figure is a median of several runs, and the ratios
 matter more than the absolute numbers.
@@ -31,6 +33,7 @@ from pathlib import Path
 from bench.context import bench_context
 from bench.measure import cpu_and_peak
 from bench.queued import bench_dispatcher, bench_isolation
+from bench.scale import bench_scale
 from bench.slack import bench_slack
 from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
 from tests.fakes.model_server import FakeModelServer
@@ -207,6 +210,7 @@ def main() -> None:
     bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()
     bench_context()
+    bench_scale(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
 
 
 if __name__ == "__main__":

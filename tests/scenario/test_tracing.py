@@ -24,19 +24,7 @@ from agent_core.errors import ModelError, Suspended
 from tests.fakes.gateway import GatewayProcess, child_env, http
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.otlp_collector import CollectedSpan, OtlpCollector
-
-
-def tool_call(name: str, arguments: dict[str, Any]) -> Scripted:
-    """A scripted answer calling one tool."""
-    return Scripted(
-        tool_calls=[
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ]
-    )
+from tests.scenario.test_tool_crashes import tool_call
 
 
 @pytest.fixture
