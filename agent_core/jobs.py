@@ -83,6 +83,8 @@ class JobRunner:
         self._outbound = outbound
         self.policy = policy
         self._upkeep = upkeep
+        # Set when the process stops: a job cancelled then is handed back at once.
+        self.draining = False
         # Awaited before each model call of a job's turn: lets interactive turns go first.
         self.before_step: Callable[[], Awaitable[None]] | None = None
 
@@ -114,8 +116,11 @@ class JobRunner:
             except LeaseLost:
                 log.warning("job lease lost; another worker has it now")
             except asyncio.CancelledError:
-                # A drain: hand the job back now rather than when its lease expires.
-                if await asyncio.shield(self._store.hand_back_job(job.id, owner=owner)):
+                # A drain: hand the job back now rather than when its lease expires. (Any
+                # other cancellation, a time limit, leaves it to the lease and the backoff.)
+                if self.draining and await asyncio.shield(
+                    self._store.hand_back_job(job.id, owner=owner)
+                ):
                     log.info("job handed back at shutdown")
                 raise
 
@@ -170,7 +175,7 @@ class JobRunner:
         try:
             if self._upkeep is None:
                 raise RuntimeError(f"this process cannot run {job.kind} jobs")
-            await self._upkeep.run(job)
+            await self._upkeep.run(job, owner=owner)
         except (asyncio.CancelledError, LeaseLost):
             raise
         except Exception as exc:

@@ -2,14 +2,16 @@
 
 Both run as jobs (``extract`` and ``maintain``), with the summary model (cheaper, by
 ``CHATGATE_SUMMARY_MODEL``). The model answers in JSON; an answer that is not the JSON
-asked for stores nothing and changes nothing, and is logged: a wrong memory is worse than a
-missing one. A model error is raised, so the job is retried with backoff.
+asked for stores no fact and supersedes none, and is logged: a wrong memory is worse than a
+missing one (a fact whose review got no usable answer is reviewed again next time). A model
+error is raised, so the job is retried with backoff.
 
-Review: each new fact of a person is compared with the person's older live facts that share
-words with it. An exact repeat (same words, any case or punctuation) is superseded without
-asking; the rest are shown to the model, which names the older facts the new one makes
-obsolete: the same fact again, or one it contradicts. Newer wins; the older fact stays in
-the table (superseded, not deleted), so nothing is lost that a person might ask about.
+Review: each new fact of a person is compared with the person's older live facts in the
+same scope that share words with it. An exact repeat (same words, any case or punctuation)
+is superseded without asking; the rest are shown to the model, which names the older
+facts the new one makes obsolete: the same fact again, or one it contradicts. Newer wins;
+the older fact stays in the table (superseded, not deleted), so nothing is lost that a
+person might ask about.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import structlog
@@ -86,7 +87,11 @@ def parse_obsolete(reply: ModelReply, offered: Sequence[int]) -> list[int] | Non
     value = _json_object(reply)
     if value is None or not isinstance(value.get("obsolete"), list):
         return None
-    return [i for i in value["obsolete"] if isinstance(i, int) and i in offered]
+    return [
+        i
+        for i in value["obsolete"]
+        if isinstance(i, int) and not isinstance(i, bool) and i in offered
+    ]
 
 
 def same_words(a: str, b: str) -> bool:
@@ -103,10 +108,6 @@ def _spend(reply: ModelReply) -> dict[str, Any]:
     }
 
 
-def _day(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d")
-
-
 class MemoryUpkeep:
     """Runs ``extract`` and ``maintain`` jobs."""
 
@@ -114,27 +115,28 @@ class MemoryUpkeep:
         self._store = store
         self._model = model
 
-    async def run(self, job: JobRecord) -> None:
-        """Do the job's work; idempotent, so a job run twice changes nothing more."""
+    async def run(self, job: JobRecord, *, owner: str) -> None:
+        """Do the job's work. An extract job is closed here, with its facts, in one
+        transaction (so a turn's facts are stored once, however often the job is run); a
+        maintain job changes nothing more when run again."""
         if self._model is None:
             log.warning("memory upkeep skipped: no model is configured", kind=job.kind)
             return
         if job.kind == "extract":
             assert job.turn_id is not None
-            await self.extract(job.turn_id, self._model)
+            await self.extract(job.id, job.turn_id, self._model, owner=owner)
         elif job.kind == "maintain":
             assert job.user is not None
             await self.maintain(job.user, self._model)
         else:
             raise ValueError(f"not a memory job: {job.kind}")
 
-    async def extract(self, turn_id: int, model: Model) -> int:
-        """Pick durable facts out of a finished turn and store them; how many were stored."""
+    async def extract(self, job_id: int, turn_id: int, model: Model, *, owner: str) -> int:
+        """Pick durable facts out of a finished turn, store them and close the job; how
+        many were stored."""
         turn = await self._store.load_turn(turn_id)
         replies = [s for s in turn.steps if s.kind == "reply" and isinstance(s.input, dict)]
-        if not replies:
-            return 0
-        answer = str(replies[-1].input.get("text", ""))  # type: ignore[union-attr]
+        answer = str(replies[-1].input.get("text", "")) if replies else ""  # type: ignore[union-attr]
         known = await self._store.recall(
             user=turn.user, conversation_id=turn.conversation_id, query=turn.trigger_text
         )
@@ -148,28 +150,27 @@ class MemoryUpkeep:
             ],
             max_tokens=EXTRACT_MAX_TOKENS,
         )
-        await self._store.record_spend(turn_id, _spend(reply))
         facts = parse_facts(reply)
         if facts is None:
             log.warning("fact extraction answer was not the JSON asked for; nothing stored")
-            return 0
-        known_facts = [m.fact for m in known]
-        facts = [f for f in facts if not any(same_words(f[0], k) for k in known_facts)]
-        stored = await self._store.store_extracted(
-            user=turn.user,
-            conversation_id=turn.conversation_id,
-            facts=facts,
-            source=f"extracted from turn {turn_id} on {_day(turn.created_at)}",
+        fresh = [f for f in facts or [] if not any(same_words(f[0], m.fact) for m in known)]
+        stored = await self._store.finish_extraction(
+            job_id, owner=owner, turn_id=turn_id, facts=fresh, spend=_spend(reply)
         )
-        log.info("facts extracted", turn_id=turn_id, stored=stored)
+        if stored is None:
+            log.warning("extraction not stored: the job is no longer ours")
+            return 0
+        log.info("facts extracted", stored=stored)
         return stored
 
     async def maintain(self, user: str, model: Model) -> int:
         """Review a person's new facts against their older ones; how many were superseded."""
         superseded = 0
-        while batch := await self._store.unreviewed_facts(user, limit=REVIEW_BATCH):
+        after = 0
+        while batch := await self._store.unreviewed_facts(user, after=after, limit=REVIEW_BATCH):
             for fact in batch:
                 superseded += await self._review(user, fact, model)
+            after = batch[-1].id
         log.info("memory maintained", user=user, superseded=superseded)
         return superseded
 
@@ -177,17 +178,17 @@ class MemoryUpkeep:
         older = await self._store.similar_older_facts(user, fact, limit=CANDIDATES)
         repeats = [m.id for m in older if same_words(m.fact, fact.fact)]
         rest = [m for m in older if m.id not in repeats]
-        obsolete = list(repeats)
+        obsolete: list[int] | None = list(repeats)
         spend: dict[str, Any] | None = None
         if rest:
-            listing = "\n".join(f"- id {m.id} ({_day(m.created_at)}): {m.fact}" for m in rest)
+            listing = "\n".join(f"- id {m.id} ({m.created_at:%Y-%m-%d}): {m.fact}" for m in rest)
             reply = await model.complete(
                 [
                     ChatMessage(role="system", content=_REVIEW_SYSTEM),
                     ChatMessage(
                         role="user",
                         content=(
-                            f"New fact ({_day(fact.created_at)}): {fact.fact}\n\n"
+                            f"New fact ({fact.created_at:%Y-%m-%d}): {fact.fact}\n\n"
                             f"Older facts:\n{listing}"
                         ),
                     ),
@@ -197,6 +198,9 @@ class MemoryUpkeep:
             spend = _spend(reply)
             named = parse_obsolete(reply, [m.id for m in rest])
             if named is None:
+                # Not reviewed: the next review asks again; repeats wait for it too.
                 log.warning("memory review answer was not the JSON asked for", memory_id=fact.id)
-            obsolete += named or []
+                obsolete = None
+            else:
+                obsolete = repeats + named
         return await self._store.review_fact(user, fact, obsolete=obsolete, spend=spend)

@@ -436,11 +436,16 @@ class Settings(BaseSettings):
         value = value.strip()
         if value.lower() == "off":
             return "off"
-        from croniter import croniter  # type: ignore[import-untyped]
+        from agent_core.events import utcnow
+        from agent_core.schedules import ScheduleError, parse_recurrence
 
-        if not croniter.is_valid(value):
+        try:
+            recurrence = parse_recurrence(value, "UTC", now=utcnow())
+        except ScheduleError as exc:
+            raise ValueError(f'{exc}; or "off"') from None
+        if recurrence.kind != "cron":
             raise ValueError(f'{value!r} is not a cron expression (five fields) or "off"')
-        return value
+        return recurrence.spec
 
     @field_validator("timezone")
     @classmethod

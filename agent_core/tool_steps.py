@@ -223,10 +223,15 @@ class ToolRound:
     ) -> Verdict:
         if approval.status == "pending":
             if approval.prompt_message_id is None:
-                await self._send_prompt(turn, approval)
+                waiting = await self._send_prompt(turn, approval)
             else:
-                await self._store.suspend_turn(turn.id)
-            return "waiting"
+                waiting = await self._store.suspend_turn(turn.id, approval.id)
+            if waiting:
+                return "waiting"
+            # Decided while the prompt was on its way: go on with the decision now.
+            decided = await self._store.approval(approval.id)
+            assert decided is not None
+            approval = decided
         if seq is not None:
             step = turn.step(seq)
             if step is None or step.status != "done":
@@ -241,7 +246,9 @@ class ToolRound:
             return "run"
         return "expired" if approval.status == "expired" else "denied"
 
-    async def _send_prompt(self, turn: TurnRecord, approval: ApprovalRecord) -> None:
+    async def _send_prompt(self, turn: TurnRecord, approval: ApprovalRecord) -> bool:
+        """Send the prompt; True when the turn now waits, False when it was decided
+        already (a person can press as soon as the prompt shows)."""
         if self._observer:
             self._observer.approval_requested(approval.tool)
         prompt = ApprovalPrompt(
@@ -254,8 +261,11 @@ class ToolRound:
             idempotency_key=f"{turn.id}:{approval.seq}:prompt",
         )
         receipt = await self._outbound.send(prompt)
-        await self._store.approval_prompt_sent(approval.id, turn_id=turn.id, receipt=receipt)
+        waiting = await self._store.approval_prompt_sent(
+            approval.id, turn_id=turn.id, receipt=receipt
+        )
         self._faults.hit("after_approval_prompt")
+        return waiting
 
     async def _execute(
         self,

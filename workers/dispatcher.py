@@ -64,6 +64,18 @@ class ScheduleDispatcher:
         self._maintenance = maintenance
         self._maintenance_seen: datetime | None = None
 
+    async def _plan_maintenance(self, cron: str, now: datetime) -> list[int]:
+        """Queue the memory review when its slot has come (once per slot, by anyone)."""
+        slot = latest_slot(cron, now)
+        if self._maintenance_seen is not None and slot <= self._maintenance_seen:
+            return []
+        jobs = await self._store.plan_maintenance(slot=slot)
+        self._maintenance_seen = slot
+        if jobs:
+            log.info("memory maintenance queued", slot=slot.isoformat(), jobs=len(jobs))
+            await self._queue.submit(jobs)
+        return jobs
+
     async def tick(self, now: datetime | None = None) -> Tick:
         """Fire everything due at ``now`` (default: the clock)."""
         started = time.perf_counter()
@@ -80,16 +92,6 @@ class ScheduleDispatcher:
                 await self._queue.submit(jobs)
             if count < self._batch:
                 break
-        if self._maintenance is not None:
-            slot = latest_slot(self._maintenance, now)
-            upkeep = []
-            if self._maintenance_seen is None or slot > self._maintenance_seen:
-                upkeep = await self._store.plan_maintenance(slot=slot)
-                self._maintenance_seen = slot
-            if upkeep:
-                log.info("memory maintenance queued", slot=slot.isoformat(), jobs=len(upkeep))
-                created.extend(upkeep)
-                await self._queue.submit(upkeep)
         resent = 0
         if self._resend_after is not None:
             lost = await self._store.jobs_to_send(now=now, resend_after=self._resend_after)
@@ -97,6 +99,8 @@ class ScheduleDispatcher:
             if lost:
                 await self._queue.submit(lost)
                 resent = len(lost)
+        if self._maintenance is not None:
+            created.extend(await self._plan_maintenance(self._maintenance, now))
         tick = Tick(claimed, len(created), resent, time.perf_counter() - started)
         if claimed or resent:
             log.info(

@@ -121,8 +121,9 @@ class LocalRunner:
         self._wake.set()
 
     async def drain(self, grace: float) -> int:
-        """Let running jobs finish for ``grace`` s, cancel the rest (their leases expire
-        and another runner, or the next start, takes them over); return how many."""
+        """Let running jobs finish for ``grace`` s, cancel the rest (each is handed back,
+        due at once for another runner or the next start); return how many."""
+        self._jobs.draining = True
         if not self._running:
             return 0
         _done, pending = await asyncio.wait(set(self._running), timeout=grace)

@@ -137,19 +137,30 @@ def request(conn: Connection, turn: TurnRecord, seq: int, asked: ApprovalRequest
     return record(row)
 
 
-def prompt_sent(conn: Connection, approval_id: str, *, turn_id: int, receipt: str) -> None:
-    """Record the prompt's receipt and suspend the turn until someone decides."""
+def prompt_sent(conn: Connection, approval_id: str, *, turn_id: int, receipt: str) -> bool:
+    """Record the prompt's receipt and suspend the turn until someone decides; False when
+    someone decided already (the prompt is visible before its receipt is stored)."""
     conn.execute(
         update(messages)
         .where(messages.c.approval_id == approval_id, messages.c.role == "approval")
         .values(platform_message_id=receipt)
     )
-    suspend(conn, turn_id)
+    return suspend(conn, turn_id, approval_id)
 
 
-def suspend(conn: Connection, turn_id: int) -> None:
-    """The turn waits: the sweeper leaves it alone and later turns may run meanwhile."""
+def suspend(conn: Connection, turn_id: int, approval_id: str) -> bool:
+    """The turn waits for ``approval_id``: the sweeper leaves it alone and later turns may
+    run meanwhile. Not when the approval is decided already (False): a decision that came
+    before the turn waited found nothing to resume, so the turn must go on by itself. The
+    approval's row is locked first, so a decision is either before this (seen here) or
+    after it (and then it resumes the waiting turn)."""
+    status = conn.execute(
+        select(approvals.c.status).where(approvals.c.id == approval_id).with_for_update()
+    ).scalar()
+    if status != "pending":
+        return False
     conn.execute(_SUSPEND, {"b_turn": turn_id})
+    return True
 
 
 def decide(

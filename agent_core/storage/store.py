@@ -246,21 +246,23 @@ class Store:
 
     # -- memory upkeep (see ``agent_core.storage.upkeep``) --------------------------------
 
-    async def store_extracted(
+    async def finish_extraction(
         self,
+        job_id: int,
         *,
-        user: str,
-        conversation_id: str,
+        owner: str,
+        turn_id: int,
         facts: Sequence[tuple[str, str | None]],
-        source: str,
-    ) -> int:
-        """Store the (fact, about) pairs picked out of a turn, once per ``source``."""
+        spend: JsonValue,
+    ) -> int | None:
+        """Close an extract job with its facts and spend, if it is still ours (else None)."""
         return await self.database.write(
-            upkeep.store_extracted,
-            user=user,
-            conversation_id=conversation_id,
+            upkeep.finish_extraction,
+            job_id,
+            owner=owner,
+            turn_id=turn_id,
             facts=facts,
-            source=source,
+            spend=spend,
             now=utcnow(),
         )
 
@@ -268,9 +270,11 @@ class Store:
         """Claim a maintenance slot and queue its per-person jobs (empty: not ours)."""
         return await self.database.write(upkeep.plan_maintenance, slot=slot, now=utcnow())
 
-    async def unreviewed_facts(self, user: str, *, limit: int) -> list[MemoryRecord]:
-        """A person's live facts maintenance has not looked at, oldest first."""
-        return await self.database.read(upkeep.unreviewed, user, limit=limit)
+    async def unreviewed_facts(
+        self, user: str, *, after: int = 0, limit: int
+    ) -> list[MemoryRecord]:
+        """A person's live facts maintenance has not looked at, oldest first, after an id."""
+        return await self.database.read(upkeep.unreviewed, user, after=after, limit=limit)
 
     async def similar_older_facts(
         self, user: str, newer: MemoryRecord, *, limit: int
@@ -279,18 +283,15 @@ class Store:
         return await self.database.read(upkeep.similar_older, user, newer, limit=limit)
 
     async def review_fact(
-        self, user: str, fact: MemoryRecord, *, obsolete: Sequence[int], spend: JsonValue
+        self, user: str, fact: MemoryRecord, *, obsolete: Sequence[int] | None, spend: JsonValue
     ) -> int:
-        """Let ``fact`` supersede the ``obsolete`` older facts, mark it reviewed, and count
-        the model call's spend, in one transaction; returns how many it superseded."""
+        """Let ``fact`` supersede the ``obsolete`` older facts and mark it reviewed (None:
+        leave it for the next review), and count the model call's spend, in one
+        transaction; returns how many it superseded."""
 
         return await self.database.write(
             upkeep.review, user, fact.id, obsolete=obsolete, spend=spend, now=utcnow()
         )
-
-    async def record_spend(self, turn_id: int, output: JsonValue) -> None:
-        """Count a model call made for a turn outside its journal (fact extraction)."""
-        await self.database.write(usage_sql.record, turn_id, output, now=utcnow())
 
     async def take_lock(self, name: str, *, owner: str, ttl: float) -> bool:
         """Take the named lock for ``ttl`` seconds, if it is free (or already ours)."""
@@ -388,15 +389,17 @@ class Store:
         """Ask (once per turn and step): the approval row, its prompt and its journal step."""
         return await self.database.write(approval_sql.request, turn, seq, request)
 
-    async def approval_prompt_sent(self, approval_id: str, *, turn_id: int, receipt: str) -> None:
-        """The prompt is delivered: record its receipt and let the turn wait."""
-        await self.database.write(
+    async def approval_prompt_sent(self, approval_id: str, *, turn_id: int, receipt: str) -> bool:
+        """The prompt is delivered: record its receipt and let the turn wait (False: it
+        was decided already, so the turn goes on instead)."""
+        return await self.database.write(
             approval_sql.prompt_sent, approval_id, turn_id=turn_id, receipt=receipt
         )
 
-    async def suspend_turn(self, turn_id: int) -> None:
-        """Let the turn wait for a decision (it no longer holds up its conversation)."""
-        await self.database.write(approval_sql.suspend, turn_id)
+    async def suspend_turn(self, turn_id: int, approval_id: str) -> bool:
+        """Let the turn wait for a decision (it no longer holds up its conversation);
+        False when the approval was decided already."""
+        return await self.database.write(approval_sql.suspend, turn_id, approval_id)
 
     async def decide_approval(
         self, approval_id: str, *, status: ApprovalStatus, user: str, note: str

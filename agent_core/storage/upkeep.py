@@ -21,9 +21,10 @@ from sqlalchemy.engine import Connection
 from agent_core.events import utcnow
 from agent_core.records import FinishedStep, MemoryRecord, Role, TurnRecord
 from agent_core.storage import journal
-from agent_core.storage.memory import WORDS, match_query
+from agent_core.storage.memory import WORDS, match_query, remember
 from agent_core.storage.schema import UTCDateTime, jobs, maintenance, memories, model_usage
 from agent_core.storage.usage import day_of
+from agent_core.storage.usage import record as record_turn_spend
 
 MEMORY_SLOT = "memory"
 _LIVE = and_(memories.c.superseded_by.is_(None), memories.c.forgotten_at.is_(None))
@@ -35,8 +36,13 @@ _COLUMNS = (
     memories.c.source,
     memories.c.created_at,
 )
+# Older live facts of the person, in the new fact's scope: a person's own facts are compared
+# with their own, a conversation's with that conversation's.
 _OLDER_LIVE = (
     "m.user_id = :user AND m.id < :newer AND m.forgotten_at IS NULL AND m.superseded_by IS NULL"
+    " AND m.scope = (SELECT n.scope FROM memories AS n WHERE n.id = :newer)"
+    " AND (m.scope = 'user' OR m.conversation_id ="
+    " (SELECT n.conversation_id FROM memories AS n WHERE n.id = :newer))"
 )
 _SIMILAR = {
     "sqlite": text(
@@ -103,32 +109,38 @@ def reply_intent(
     return message_id
 
 
-def store_extracted(
+def finish_extraction(
     conn: Connection,
+    job_id: int,
     *,
-    user: str,
-    conversation_id: str,
+    owner: str,
+    turn_id: int,
     facts: Sequence[tuple[str, str | None]],
-    source: str,
+    spend: JsonValue,
     now: datetime,
-) -> int:
-    """Store the facts picked out of a turn, once: nothing when facts from ``source`` are
-    stored already. A fact about the same thing as a live older one supersedes it.
-    Returns how many were stored."""
-    done = conn.execute(select(exists().where(memories.c.source == source))).scalar()
-    if done:
-        return 0
-    from agent_core.storage.memory import remember
-
+) -> int | None:
+    """Close an ``extract`` job with what it found, in one transaction: the facts (as the
+    turn's person's, superseding older ones about the same thing) and the model call's
+    spend. None, storing nothing, when the job is no longer this owner's (its lease passed
+    to another runner, or it is closed already): so a turn's facts are stored once."""
+    closed = conn.execute(
+        update(jobs)
+        .where(jobs.c.id == job_id, jobs.c.status == "running", jobs.c.lease_owner == owner)
+        .values(status="done", finished_at=now, lease_owner=None, lease_expires_at=None)
+        .returning(jobs.c.user_id, jobs.c.conversation_id)
+    ).first()
+    if closed is None:
+        return None
+    record_turn_spend(conn, turn_id, spend, now=now)
     for fact, about in facts:
         remember(
             conn,
-            user=user,
-            conversation_id=conversation_id,
+            user=closed.user_id,
+            conversation_id=closed.conversation_id,
             scope="user",
             fact=fact,
             about=about,
-            source=source,
+            source=f"extracted from turn {turn_id} on {day_of(now)}",
             now=now,
         )
     return len(facts)
@@ -155,20 +167,31 @@ def plan_maintenance(conn: Connection, *, slot: datetime, now: datetime) -> list
             first = dialect_insert(maintenance).values(name=MEMORY_SLOT, last_slot=slot)
             conn.execute(first.on_conflict_do_nothing())
         return []
+    unfinished = exists().where(
+        jobs.c.kind == "maintain",
+        jobs.c.user_id == memories.c.user_id,
+        jobs.c.status.in_(("queued", "running", "waiting")),
+    )
     users = conn.execute(
         select(memories.c.user_id)
         .distinct()
-        .where(_LIVE, memories.c.reviewed_at.is_(None))
+        .where(_LIVE, memories.c.reviewed_at.is_(None), ~unfinished)
         .order_by(memories.c.user_id)
     ).scalars()
     return [_insert_job(conn, kind="maintain", now=now, user=str(user)) for user in users]
 
 
-def unreviewed(conn: Connection, user: str, *, limit: int) -> list[MemoryRecord]:
-    """A person's live facts that maintenance has not looked at yet, oldest first."""
+def unreviewed(conn: Connection, user: str, *, after: int, limit: int) -> list[MemoryRecord]:
+    """A person's live facts that maintenance has not looked at yet, oldest first, from
+    the one after ``after`` (an id)."""
     rows = conn.execute(
         select(*_COLUMNS)
-        .where(memories.c.user_id == user, _LIVE, memories.c.reviewed_at.is_(None))
+        .where(
+            memories.c.user_id == user,
+            memories.c.id > after,
+            _LIVE,
+            memories.c.reviewed_at.is_(None),
+        )
         .order_by(memories.c.id)
         .limit(limit)
     ).all()
@@ -202,14 +225,18 @@ def review(
     user: str,
     fact_id: int,
     *,
-    obsolete: Sequence[int],
+    obsolete: Sequence[int] | None,
     spend: JsonValue,
     now: datetime,
 ) -> int:
-    """Let a fact supersede the ``obsolete`` older ones, mark it reviewed and count the
-    model call's ``spend`` (None: no call was made); returns how many it superseded."""
+    """Count the model call's ``spend`` (None: no call was made); then, unless
+    ``obsolete`` is None (no usable answer: the fact stays unreviewed, for the next
+    review), let the fact supersede the ``obsolete`` older ones and mark it reviewed.
+    Returns how many it superseded."""
     if spend is not None:
         record_spend(conn, user, spend, now=now)
+    if obsolete is None:
+        return 0
     superseded = supersede(conn, user, newer=fact_id, older=obsolete)
     reviewed(conn, [fact_id], now=now)
     return superseded
@@ -235,7 +262,9 @@ def reviewed(conn: Connection, ids: Sequence[int], *, now: datetime) -> None:
 
 def record_spend(conn: Connection, user: str, output: JsonValue, *, now: datetime) -> None:
     """Count a maintenance model call's spend against the person (no conversation)."""
-    if not isinstance(output, dict):
+    if not isinstance(output, dict) or not any(
+        output.get(k) for k in ("prompt_tokens", "completion_tokens", "cost_usd")
+    ):
         return
     conn.execute(
         insert(model_usage),

@@ -197,9 +197,11 @@ def _content_text(item: Any) -> str:
 def _log_stderr(server: str, fd: int) -> None:
     """Log each line an MCP server writes to stderr, until it closes it."""
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as lines:
-        for line in lines:
+        # At most 2,000 characters at a time: a server that never writes a newline does
+        # not grow this buffer without bound.
+        while line := lines.readline(2000):
             if line.strip():
-                log.info("mcp server stderr", server=server, line=line.rstrip()[:2000])
+                log.info("mcp server stderr", server=server, line=line.rstrip())
 
 
 def _transport(name: str, server: McpServerSettings) -> Any:

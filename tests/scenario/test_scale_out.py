@@ -20,6 +20,9 @@ import itertools
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -156,10 +159,13 @@ class Cluster:
         raise AssertionError(f"{method} {path}: {last}")
 
     def logs(self) -> str:
+        """The end of every process's log, and (with py-spy at hand) where each one is."""
         parts = []
         for process in (*self.gateways, *self.workers, *self.beats):
             name = getattr(process, "command", "gateway")
             parts.append(f"===== {name} {process.workdir.name} =====\n{process.log[-20000:]}")
+            if process.process is not None and process.process.poll() is None:
+                parts.append(_stacks(process.process.pid))
         return "\n".join(parts)
 
     def stop(self) -> None:
@@ -206,6 +212,8 @@ class Driver:
         self.ids: dict[int, str] = {}
         self.sent = 0
         self.approved: set[str] = set()
+        # The URLs of tool calls cut short by a kill whose re-run a person approved.
+        self.recovered: set[str] = set()
         self._lock = threading.Lock()
         self.done = threading.Event()
 
@@ -242,6 +250,8 @@ class Driver:
                             {"decision": "approve"},
                         )
                         self.approved.add(approval["id"])
+                        if approval.get("kind") == "recovery":  # may this call run again?
+                            self.recovered.add(str(approval["arguments"].get("url", "")))
             time.sleep(0.2)
 
     def answers(self, c: int) -> list[str]:
@@ -308,6 +318,21 @@ def _kill_mid_work(cluster: Cluster, database_url: str) -> dict[str, int]:
     return {"lanes_cut": len(lanes), "jobs_cut": jobs_cut}
 
 
+def _stacks(group: int) -> str:
+    """``py-spy dump`` of every process in a process group, when py-spy is installed."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return ""
+    dumps = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _group(f"x:{entry.name}") == group:
+            done = subprocess.run(
+                [spy, "dump", "--pid", entry.name], capture_output=True, text=True, timeout=30
+            )
+            dumps.append(done.stdout + done.stderr)
+    return "\n".join(dumps)
+
+
 def _until(condition: Any, cluster: Cluster, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -371,40 +396,35 @@ def test_two_of_each_role_lose_and_repeat_nothing_when_one_of_each_is_killed(
             time.sleep(0.2)
         # Stop the schedules where they are, and let what is running finish.
         _db(database_url, lambda conn: conn.execute(update(schedules).values(status="paused")))
-        while time.monotonic() < deadline:
-            open_jobs = _db(
-                database_url,
-                lambda conn: conn.execute(
-                    select(jobs.c.id).where(jobs.c.status.in_(("queued", "running")))
-                ).all(),
-            )
-            if not open_jobs:
-                break
-            time.sleep(0.2)
+        unfinished = select(jobs.c.id).where(jobs.c.status.in_(("queued", "running")))
+        _until(lambda: not _db(database_url, lambda conn: conn.execute(unfinished).all()), cluster)
         time.sleep(1.0)  # anything answered twice would show by now
     finally:
         driver.done.set()
         presser.join(10)
     elapsed = time.monotonic() - started
 
-    logs = cluster.logs()
     for c in range(CONVERSATIONS):
         answers = driver.answers(c)
         # In order, once each; the charge is answered when approved (the conversation
         # goes on meanwhile), so only after the message before it.
         expected = _expected(c)
-        assert _plain(answers) == _plain(expected), f"conversation {c}: {answers}\n{logs}"
+        assert _plain(answers) == _plain(expected), f"conversation {c}: {answers}\n{cluster.logs()}"
         for charge in set(expected) - set(_plain(expected)):
-            assert answers.count(charge) == 1, f"conversation {c}: {answers}\n{logs}"
+            assert answers.count(charge) == 1, f"conversation {c}: {answers}\n{cluster.logs()}"
             before = expected[expected.index(charge) - 1]
             assert answers.index(charge) > answers.index(before), answers
-    charges = collections.defaultdict(set)
+    charges: dict[str, list[str | None]] = collections.defaultdict(list)
     for method, path, headers in echo.requests:
         assert method == "POST"
-        charges[path].add(headers.get("idempotency-key"))
-    assert len(charges) == CONVERSATIONS if PER_CONVERSATION >= CHARGE_AT else not charges
-    assert all(len(keys) == 1 for keys in charges.values()), charges
-    assert len(driver.approved) >= len(charges)
+        charges[path].append(headers.get("idempotency-key"))
+    assert len(charges) == (CONVERSATIONS if PER_CONVERSATION >= CHARGE_AT else 0)
+    for path, keys in charges.items():
+        # Once; twice only when a kill cut the call short and a person approved the re-run,
+        # and then with the same idempotency key, so the charge itself happened once.
+        again = any(url.endswith(path) for url in driver.recovered)
+        assert len(keys) == 1 or (again and len(keys) == 2 and len(set(keys)) == 1), (path, keys)
+    assert len(driver.approved) == len(charges) + len(driver.recovered)
     assert hit["lanes_cut"] > 0, "the gateway was killed while it ran no turn"
     assert hit["jobs_cut"] > 0, "the worker was killed while it ran no job"
 
@@ -423,11 +443,11 @@ def test_two_of_each_role_lose_and_repeat_nothing_when_one_of_each_is_killed(
     assert len(by_schedule) == SCHEDULED
     for slots in by_schedule.values():
         assert len(slots) >= 5, slots
-        assert all(status == "done" for _slot, status in slots), slots
+        assert all(status == "done" for _slot, status in slots), f"{slots}\n{cluster.logs()}"
         gaps = {b[0] - a[0] for a, b in itertools.pairwise(slots)}
         assert gaps == {timedelta(seconds=EVERY)}, slots  # none missed, none twice
     fired = sorted(len(s) for s in by_schedule.values())
-    assert sorted(driver.ticks(c) for c in range(SCHEDULED)) == fired, logs
+    assert sorted(driver.ticks(c) for c in range(SCHEDULED)) == fired, cluster.logs()
     print(
         json.dumps(
             {
@@ -435,6 +455,7 @@ def test_two_of_each_role_lose_and_repeat_nothing_when_one_of_each_is_killed(
                 "killed_after": killed_at,
                 **hit,
                 "approvals": len(driver.approved),
+                "recoveries": len(driver.recovered),
                 "schedule_runs": fired,
                 "seconds": round(elapsed, 1),
             }

@@ -314,10 +314,24 @@ async def test_a_job_cut_short_by_a_drain_is_handed_back_at_once(database: Datab
     job_id = await harness.store.background_turn(
         conversation_id, user="web:alice", prompt="summarise", reply_to=None
     )
+    other = await harness.store.background_turn(
+        conversation_id, user="web:alice", prompt="other", reply_to=None
+    )
+    # A cancellation that is not a drain (a time limit) leaves the job to its lease.
+    running = asyncio.create_task(harness.jobs.run(other, owner="w1"))
+    await asyncio.wait_for(model.called.wait(), 10)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    row = await harness.job_row(other)
+    assert (row["status"], row["lease_owner"], row["attempts"]) == ("running", "w1", 1)
+
+    model.called.clear()
     running = asyncio.create_task(harness.jobs.run(job_id, owner="w1"))
     await asyncio.wait_for(model.called.wait(), 10)
     assert (await harness.job_row(job_id))["attempts"] == 1
-    running.cancel()  # what LocalRunner.drain does to a job still running at the deadline
+    harness.jobs.draining = True  # what LocalRunner.drain does, then it cancels
+    running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
     row = await harness.job_row(job_id)
@@ -327,5 +341,5 @@ async def test_a_job_cut_short_by_a_drain_is_handed_back_at_once(database: Datab
         harness.store, model=ScriptedModel("done"), outbound=harness.outbound, system_prompt="s"
     )
     again = JobRunner(harness.store, harness.runner, harness.outbound, policy=POLICY)
-    assert await again.run(None, owner="w2") is not None
+    assert await again.run(job_id, owner="w2") is not None
     assert (await harness.job_row(job_id))["status"] == "done"

@@ -5,6 +5,7 @@ that is not the JSON asked for."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import UTC, datetime
@@ -12,9 +13,10 @@ from typing import Any
 
 from sqlalchemy import select
 
+from agent_core.events import InboundMessage
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.loop import TurnRunner
-from agent_core.memory_upkeep import REVIEW_ASK, MemoryUpkeep, parse_facts
+from agent_core.memory_upkeep import EXTRACT_ASK, REVIEW_ASK, MemoryUpkeep, parse_facts
 from agent_core.model import ModelReply
 from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.settings import load_settings
@@ -133,6 +135,15 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
         )
         assert superseded == 0  # every `about` differs: nothing is superseded at write time
         ids.append(memory_id)
+    # The conversation's own fact is not the person's: the review leaves it alone.
+    shared, _ = await store.remember(
+        user=ALICE,
+        conversation_id=conversation,
+        scope="conversation",
+        fact="The team offsite lives in Berlin this year.",
+        about="offsite",
+        source="test",
+    )
     model_server.background = _obsolete_where("Berlin")
     queue = RecordingJobQueue()
     dispatcher = _dispatcher(store, queue)
@@ -144,9 +155,10 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
 
     live = await _live(database)
     _berlin, _tea, billing, tea_again, lisbon = ids
-    assert set(live) == {billing, tea_again, lisbon}
+    assert set(live) == {billing, tea_again, lisbon, shared}
     found = await store.recall(user=ALICE, conversation_id=conversation, query="where lives")
-    assert [m.fact for m in found] == ["Alice moved to Lisbon; she lives in Lisbon now."]
+    mine = [m.fact for m in found if m.scope == "user"]
+    assert mine == ["Alice moved to Lisbon; she lives in Lisbon now."]
     reviews = [
         r for r in model_server.requests if r["messages"][0]["content"].startswith(REVIEW_ASK)
     ]
@@ -159,11 +171,10 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
     assert spent
     assert all(tuple(row) == (ALICE, None) for row in spent)
 
-    # Reviewed facts are not looked at again: the next night asks the model nothing.
-    asked = len(model_server.requests)
+    # Reviewed facts are not looked at again: the next night queues nothing for Alice.
     await dispatcher.tick(datetime(2026, 12, 2, 3, 1, tzinfo=UTC))
     assert queue.jobs == [job_id]
-    assert len(model_server.requests) == asked
+    assert await _job_runner(store, model_server).run(None, owner="worker-1") is None
 
 
 async def test_an_answer_that_is_not_the_json_asked_for_changes_nothing(
@@ -183,8 +194,59 @@ async def test_an_answer_that_is_not_the_json_asked_for_changes_nothing(
     model_server.background = {REVIEW_ASK: lambda text: "Sure! The first one is outdated."}
     model = build_model(load_settings(model_server.settings()))
     assert model is not None
-    assert await MemoryUpkeep(store, model).maintain(ALICE, model) == 0
+    upkeep = MemoryUpkeep(store, model)
+    assert await upkeep.maintain(ALICE, model) == 0
     assert len(await _live(database)) == 2
+    # The newer fact is not reviewed (the older one, with nothing before it, is): the next
+    # review asks again, and a usable answer then counts.
+    [waiting] = await store.unreviewed_facts(ALICE, limit=10)
+    assert waiting.fact == "Alice lives in Lisbon now."
+    model_server.background = _obsolete_where("Berlin")
+    assert await upkeep.maintain(ALICE, model) == 1
+    assert list((await _live(database)).values()) == ["Alice lives in Lisbon now."]
+    assert await store.unreviewed_facts(ALICE, limit=10) == []
+
+
+async def test_a_turns_facts_are_stored_once_by_whoever_still_holds_the_job(
+    database: Database, model_server: FakeModelServer
+) -> None:
+    """The facts are stored in the transaction that closes the job, only by its owner: a
+    runner whose lease passed to another stores nothing, and the job is not run again."""
+    store = Store(database)
+    model_server.background = {
+        EXTRACT_ASK: lambda text: json.dumps({"facts": [{"fact": "Uses Rust.", "about": "lang"}]})
+    }
+    model = build_model(load_settings(model_server.settings()))
+    assert model is not None
+    accepted = await store.accept_inbound(
+        InboundMessage(
+            platform="web",
+            workspace="local",
+            channel="one",
+            user=ALICE,
+            text="I write everything in Rust",
+            platform_event_id="e1",
+        )
+    )
+    assert accepted.turn_id is not None
+    turn = await store.begin_next_turn(accepted.conversation_id)
+    assert turn is not None
+    await store.record_reply_intent(
+        turn, 1, role="assistant", text="Nice.", delivery_key="k", extract=True
+    )
+    [(job_id,)] = await _rows(database, select(jobs.c.id).where(jobs.c.kind == "extract"))
+    first = await store.claim_job(job_id, owner="w1", ttl=0.01)
+    assert first is not None
+    await asyncio.sleep(0.05)  # w1 stalls past its lease; w2 takes the job over
+    second = await store.claim_job(job_id, owner="w2", ttl=30)
+    assert second is not None
+    upkeep = MemoryUpkeep(store, model)
+    assert await upkeep.extract(job_id, turn.id, model, owner="w2") == 1
+    assert await upkeep.extract(job_id, turn.id, model, owner="w1") == 0
+    assert list((await _live(database)).values()) == ["Uses Rust."]
+    assert await store.claim_job(job_id, owner="w3", ttl=30) is None  # done
+    spent = await _rows(database, select(model_usage.c.turn_id))
+    assert [tuple(r) for r in spent] == [(turn.id,)]
 
 
 def test_extraction_answers_are_read_strictly() -> None:

@@ -72,6 +72,8 @@ def test_postgres_urls_get_the_async_driver() -> None:
         ({"CHATGATE_MAX_CONCURRENT_TURNS": "0"}, "CHATGATE_MAX_CONCURRENT_TURNS", "1"),
         ({"CHATGATE_CONFIG": "/nonexistent/chatgate.toml"}, "CHATGATE_CONFIG", "TOML"),
         ({"CHATGATE_MEMORY_MAINTENANCE": "nightly"}, "CHATGATE_MEMORY_MAINTENANCE", "cron"),
+        ({"CHATGATE_MEMORY_MAINTENANCE": "0 0 30 2 *"}, "CHATGATE_MEMORY_MAINTENANCE", "never"),
+        ({"CHATGATE_MEMORY_MAINTENANCE": "every 2h"}, "CHATGATE_MEMORY_MAINTENANCE", "cron"),
         ({"CHATGATE_MEMORY_EXTRACT": "sometimes"}, "CHATGATE_MEMORY_EXTRACT", "boolean"),
     ],
 )

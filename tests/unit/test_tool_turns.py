@@ -391,3 +391,38 @@ async def test_many_approvals_in_one_turn_do_not_count_as_failures(database: Dat
     await runner.run_conversation(conversation, owner="o", lease=30)
     assert len(effects.calls) == 6
     assert _replies(outbound) == ["All six charged."]
+
+
+class _QuickPresser(RecordingOutbound):
+    """A person who presses Approve the moment the prompt shows, before its receipt is
+    stored (the web chat shows it as soon as it is in the database)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.approvals = Approvals(store, self, admins=[])
+
+    async def send(self, message: Reply | ApprovalPrompt) -> str:  # type: ignore[override]
+        receipt = await super().send(message)
+        if isinstance(message, ApprovalPrompt):
+            await self.approvals.decide(message.approval_id, decision="approve", user="web:ann")
+        return receipt
+
+
+async def test_an_approval_decided_before_the_turn_waits_lets_it_go_on(
+    database: Database,
+) -> None:
+    """Found by the scale-out soak: a decision landing between the prompt and the turn's
+    suspension resumed nothing (the turn was not waiting yet), and the turn then waited
+    for good. Now the suspension sees the decision and the turn goes on at once."""
+    store, effects = Store(database), Effects()
+    outbound = _QuickPresser(store)
+    model = ScriptedModel(_call("charge", '{"amount": 5}'), "Charged.")
+    conversation = await _say(store, "pay 5")
+    await _runner(store, model, outbound, effects).run_conversation(
+        conversation, owner="o", lease=30
+    )
+    assert effects.calls == [("charge", "1:3")]
+    assert (await store.load_turn(1)).status == "done"
+    assert _replies(outbound)[-1] == "Charged."
+    # The decision is announced (the prompt's receipt was not stored yet when it came).
+    assert any("web:ann approved charge" in text for text in _replies(outbound))
