@@ -109,7 +109,7 @@ class FakeModelServer(LoopbackServer):
             app.router.add_get(f"{prefix}/models", self._models)
 
     async def stopping(self) -> None:
-        """Release answers still waiting on a gate."""
+        """Release answers still waiting on a gate or a delay."""
         self._stopped.set()
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -156,8 +156,9 @@ class FakeModelServer(LoopbackServer):
             deadline = time.monotonic() + timeout
             while self.in_flight < count and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
-        if answer.delay:
-            await asyncio.sleep(answer.delay)
+        deadline = time.monotonic() + answer.delay
+        while time.monotonic() < deadline and not self._stopped.is_set():
+            await asyncio.sleep(min(0.05, answer.delay))
         if answer.gate is not None:
             while not answer.gate.is_set() and not self._stopped.is_set():
                 await asyncio.sleep(0.01)

@@ -125,13 +125,14 @@ def test_a_turn_that_outlives_the_drain_resumes_on_the_next_start(
 ) -> None:
     """SIGTERM with a model call slower than CHATGATE_DRAIN_SECONDS: exit 0 without waiting,
     and the next start finishes the turn with exactly one reply."""
-    model_server.script(Scripted(text="too slow", delay=5), "second try")
+    model_server.script(Scripted(text="too slow", delay=10), "second try")
     gateway.start(CHATGATE_DRAIN_SECONDS="0.5")
     accepted = gateway.post("general", "slow one", id="m-1")
     model_server.wait_for_requests(1)
     started = time.monotonic()
     assert gateway.terminate() == 0
-    assert time.monotonic() - started < 4
+    # Well before the model would have answered (a loaded machine stops slowly too).
+    assert time.monotonic() - started < 7
     gateway.start()
     items = gateway.wait_for_replies(accepted["conversation_id"], 1)
     time.sleep(0.5)

@@ -129,6 +129,7 @@ class Cluster:
             for i in range(2)
         ]
         self.down: set[int] = set()
+        self.before_kill = ""
 
     @staticmethod
     def _dir(root: Path, name: str) -> Path:
@@ -166,6 +167,8 @@ class Cluster:
             parts.append(f"===== {name} {process.workdir.name} =====\n{process.log[-20000:]}")
             if process.process is not None and process.process.poll() is None:
                 parts.append(_stacks(process.process.pid))
+        if self.before_kill:
+            parts.append(f"===== the workers just before the kill =====\n{self.before_kill}")
         return "\n".join(parts)
 
     def stop(self) -> None:
@@ -311,6 +314,8 @@ def _kill_mid_work(cluster: Cluster, database_url: str) -> dict[str, int]:
     groups = [_group(o) for o in running]
     worker = next((w for w in cluster.workers if w.process and w.process.pid in groups), None)
     worker = worker or cluster.workers[0]
+    # Where every worker is just before the kill, for the failure message.
+    cluster.before_kill = "\n".join(_stacks(w.process.pid) for w in cluster.workers if w.process)
     cluster.down.add(0)
     for process in (gateway, worker, cluster.beats[0]):
         process.kill()
