@@ -102,29 +102,21 @@ class Approvals:
     async def _edit_prompt(self, approval: ApprovalRecord) -> None:
         """Show the decision on the prompt; when the prompt's receipt was never stored (the
         process stopped between sending it and recording it), say it in a new message."""
-        if approval.prompt_message_id is None:
-            note = Reply(
-                conversation=approval.conversation,
-                text=_note(approval, approval.status, approval.decided_by or "chatgate"),
-                idempotency_key=f"{approval.id}:decided",
-            )
-            try:
-                await self._outbound.send(note)
-            except Exception:
-                log.exception("could not announce the decision", approval_id=approval.id)
-            return
-        edit = Edit(
-            message=MessageRef(
-                conversation=approval.conversation, message_id=approval.prompt_message_id
-            ),
-            text=_note(approval, approval.status, approval.decided_by or "chatgate"),
-            idempotency_key=f"{approval.id}:decided",
-        )
+        text = _note(approval, approval.status, approval.decided_by or "chatgate")
+        key = f"{approval.id}:decided"
         try:
-            await self._outbound.edit(edit)
+            if approval.prompt_message_id is None:
+                await self._outbound.send(
+                    Reply(conversation=approval.conversation, text=text, idempotency_key=key)
+                )
+            else:
+                where = MessageRef(
+                    conversation=approval.conversation, message_id=approval.prompt_message_id
+                )
+                await self._outbound.edit(Edit(message=where, text=text, idempotency_key=key))
         except Exception:
             # The decision stands; only its display is stale.
-            log.exception("could not edit the approval prompt", approval_id=approval.id)
+            log.exception("could not show the decision", approval_id=approval.id)
 
 
 def _note(approval: ApprovalRecord, status: ApprovalStatus, user: str) -> str:

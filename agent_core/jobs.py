@@ -192,7 +192,7 @@ class JobRunner:
             failure_limit=self.policy.failure_limit,
             pause_note=PAUSED_NOTE,
         )
-        log.info("job finished", kind=job.kind, status="failed" if error else "done")
+        log.info("job finished", status="failed" if error else "done")
 
     async def _failed_attempt(self, job: JobRecord, exc: Exception, *, owner: str) -> None:
         error = f"{type(exc).__name__}: {exc}"

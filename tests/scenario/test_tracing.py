@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,7 +23,7 @@ from agent_core.errors import ModelError, Suspended
 from tests.fakes.gateway import GatewayProcess, child_env, http
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.otlp_collector import CollectedSpan, OtlpCollector
-from tests.scenario.test_tool_crashes import tool_call
+from tests.scenario.test_tool_crashes import _wait, tool_call
 
 
 @pytest.fixture
@@ -44,16 +43,6 @@ def _gateway(
         **model_server.settings(),
         **settings,
     )
-
-
-def _wait(gateway: GatewayProcess, conversation_id: str, role: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while True:
-        items = gateway.messages(conversation_id)
-        if any(item["role"] == role for item in items):
-            return items
-        assert time.monotonic() < deadline, f"no {role}: {items}\n{gateway.log}"
-        time.sleep(0.05)
 
 
 def _turns(spans: list[CollectedSpan]) -> list[CollectedSpan]:
