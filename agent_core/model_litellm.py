@@ -32,6 +32,12 @@ def _litellm() -> Any:
     return importlib.import_module("litellm")
 
 
+def preload() -> None:
+    """Import litellm now. A process about to fork (the Celery worker's parent) does it
+    once for all its children, so none pays seconds of import inside its first job."""
+    _litellm()
+
+
 def _known_window(litellm: Any, model: str) -> int:
     # max_input_tokens is the window; get_max_tokens() answers the *output* limit
     # (16384 for gpt-4o-mini, whose window is 128000).

@@ -98,9 +98,11 @@ def worker(
 
     from gateway.app import configure_logging
     from workers.celery_app import QUEUE, make_celery
+    from workers.tasks import preload
 
     configure_logging(settings)
     celery = make_celery(settings)
+    preload(settings)
     celery.worker_main(
         [
             "worker",

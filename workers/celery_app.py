@@ -93,6 +93,16 @@ class CeleryJobQueue:
                 retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
             )
 
+    def _waiting(self) -> int:
+        with self._app.connection_for_write() as connection:
+            declared = connection.default_channel.queue_declare(queue=QUEUE)
+        return int(declared.message_count)
+
+    async def waiting(self) -> int:
+        """How many messages wait in the broker's queue (not yet taken by a worker)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self._waiting)
+
     async def submit(self, job_ids: Sequence[int]) -> None:
         """Publish, then mark the rows as sent."""
         if not job_ids:

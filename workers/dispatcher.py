@@ -5,11 +5,18 @@ one transaction per batch and each slot is unique in ``schedule_runs`` (see
 ``agent_core.storage.schedules``). With a broker, a tick also re-sends jobs the broker
 never got (a crash between commit and publish), lost (a broker restart), or whose worker
 died mid-run (its lease expired): the job row, not the broker, is the truth.
+
+A job the broker handed to a worker that never started it (a worker hung in another job
+still holds the message, unacknowledged, until the broker's visibility timeout) is sent
+again once nothing waits in the broker's queue and the job has stayed queued for
+``stranded_after``: with no backlog a live worker starts a job within moments, so the one
+that has it is stuck. A duplicate message is harmless: the claim is a compare-and-set.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -25,6 +32,7 @@ from agent_core.storage.store import Store
 log = structlog.get_logger("chatgate.dispatcher")
 
 BATCH = 500
+STRANDED_AFTER = timedelta(seconds=30)
 _UTC = ZoneInfo("UTC")
 
 
@@ -53,6 +61,8 @@ class ScheduleDispatcher:
         queue: JobQueue,
         *,
         resend_after: timedelta | None = None,
+        backlog: Callable[[], Awaitable[int]] | None = None,
+        stranded_after: timedelta = STRANDED_AFTER,
         batch: int = BATCH,
         maintenance: str | None = None,
     ) -> None:
@@ -60,6 +70,8 @@ class ScheduleDispatcher:
         self._schedules = schedules
         self._queue = queue
         self._resend_after = resend_after
+        self._backlog = backlog
+        self._stranded_after = stranded_after
         self._batch = batch
         self._maintenance = maintenance
         self._maintenance_seen: datetime | None = None
@@ -75,6 +87,16 @@ class ScheduleDispatcher:
             log.info("memory maintenance queued", slot=slot.isoformat(), jobs=len(jobs))
             await self._queue.submit(jobs)
         return jobs
+
+    async def _broker_idle(self) -> bool:
+        """Whether the broker's queue is known to be empty."""
+        if self._backlog is None:
+            return False
+        try:
+            return await self._backlog() == 0
+        except Exception as exc:
+            log.warning("could not read the broker's queue length", error=str(exc))
+            return False
 
     async def tick(self, now: datetime | None = None) -> Tick:
         """Fire everything due at ``now`` (default: the clock)."""
@@ -94,7 +116,10 @@ class ScheduleDispatcher:
                 break
         resent = 0
         if self._resend_after is not None:
-            lost = await self._store.jobs_to_send(now=now, resend_after=self._resend_after)
+            resend_after = self._resend_after
+            if await self._broker_idle():
+                resend_after = min(resend_after, self._stranded_after)
+            lost = await self._store.jobs_to_send(now=now, resend_after=resend_after)
             lost = [job for job in lost if job not in created]
             if lost:
                 await self._queue.submit(lost)

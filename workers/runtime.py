@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
@@ -28,7 +28,7 @@ from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
 from agent_core.events import Platform
 from agent_core.faults import FaultPoints
-from agent_core.jobs import JobPolicy, JobQueue, JobRunner
+from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
@@ -46,6 +46,9 @@ from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.run_command import SandboxLimits, run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
 from workers.dispatcher import ScheduleDispatcher
+
+if TYPE_CHECKING:
+    from workers.celery_app import CeleryJobQueue
 
 log = structlog.get_logger("chatgate.worker")
 T = TypeVar("T")
@@ -130,6 +133,8 @@ class Core:
 
     store: Store
     model: Model | None
+    # The model for summaries, extraction and the memory review (may be ``model``).
+    summarizer: Model | None
     outbound: Outbound
     runner: TurnRunner
     schedules: Schedules
@@ -193,6 +198,7 @@ def build_core(
     return Core(
         store=store,
         model=model,
+        summarizer=summarizer,
         outbound=outbound,
         runner=runner,
         schedules=schedules,
@@ -263,8 +269,9 @@ def outbound_for(senders: Mapping[Platform, Outbound], hub: WebHub | None = None
 class WorkerRuntime:
     """One per Celery worker process: a long-lived event loop on a thread and the core."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, warm: bool = False) -> None:
         self.settings = settings
+        self._warm = warm
         self.owner = process_owner()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -276,7 +283,8 @@ class WorkerRuntime:
         self.dispatcher: ScheduleDispatcher | None = None
 
     def start(self) -> None:
-        """Start the loop and open the database (migrating it)."""
+        """Start the loop and open the database (migrating it); with ``warm``, also build
+        the model's client now rather than inside the first job."""
         self._thread.start()
         self.call(self._open(), timeout=120)
 
@@ -295,8 +303,12 @@ class WorkerRuntime:
             model=build_model(self.settings),
         )
         await self.core.mcp.start()
+        if self._warm:
+            for model in (self.core.model, self.core.summarizer):
+                if model is not None:
+                    await model.warm_up()
 
-    def attach_dispatcher(self, queue: JobQueue) -> None:
+    def attach_dispatcher(self, queue: CeleryJobQueue) -> None:
         """Let this process tick the schedule dispatcher, submitting to ``queue``."""
         assert self.core is not None
         self.dispatcher = ScheduleDispatcher(
@@ -305,6 +317,7 @@ class WorkerRuntime:
             queue,
             # Long enough that a job waiting in a busy broker is not sent twice.
             resend_after=timedelta(seconds=2 * self.settings.job_time_limit_seconds),
+            backlog=queue.waiting,
             maintenance=maintenance_cron(self.settings),
         )
 

@@ -26,7 +26,7 @@ def runtime() -> WorkerRuntime:
     with _lock:
         if _runtime is None:
             assert _settings is not None, "workers.tasks.register was not called"
-            started = WorkerRuntime(_settings)
+            started = WorkerRuntime(_settings, warm=True)
             started.start()
             _runtime = started
         return _runtime
@@ -47,6 +47,14 @@ def _process_shutdown(**_kwargs: Any) -> None:
             _runtime.close()
             _runtime = None
     tracing.shutdown()
+
+
+def preload(settings: Settings) -> None:
+    """Import what a job needs before the pool forks (call in the worker's parent)."""
+    if settings.model:
+        from agent_core.model_litellm import preload as preload_litellm
+
+        preload_litellm()
 
 
 def register(app: Celery, settings: Settings) -> None:

@@ -3,20 +3,29 @@ separate processes; a worker SIGKILLed mid-run, and the run completes once after
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import redis
 
+from agent_core.events import utcnow
+from agent_core.settings import Settings
+from agent_core.storage.database import Database
+from agent_core.storage.store import Store
 from tests.fakes.gateway import GatewayProcess, RoleProcess
 from tests.fakes.http_echo import EchoServer, http_allowed_config
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.scenario.test_schedules import _assistant, _journal, _wait_for
 from tests.scenario.test_tool_crashes import tool_call
+from tests.unit.test_dispatcher import _conversation, _schedules
+from workers.celery_app import QUEUE, CeleryJobQueue, make_celery
+from workers.dispatcher import ScheduleDispatcher
 
 REDIS = "redis://127.0.0.1:6379"
 
@@ -125,13 +134,21 @@ def test_a_schedule_fires_through_beat_and_worker(
         "It is time.",
     )
     gateway.start()
-    worker.start("--concurrency", "1")
+    # Every import the worker's processes make, with its module, goes to the log.
+    worker.settings["PYTHONPROFILEIMPORTTIME"] = "1"
+    worker.start("--concurrency", "2")
     beat.start()
     accepted = gateway.post("desk", "tell me the time in 2 seconds", id="m-1")
     conversation_id = str(accepted["conversation_id"])
     _wait_for(gateway, conversation_id, "It is time.", timeout=60)
     time.sleep(1.5)
     assert _assistant(gateway.messages(conversation_id)) == ["Scheduled.", "It is time."]
+    # litellm was imported once, by the parent before it forked its pool: no child paid
+    # the seconds of that import (under a job's lease) in its first job.
+    # (``importlib.import_module`` skips -X importtime's line for the package itself.)
+    imports = re.findall(r"^import time:.*\|\s+litellm\.main$", worker.log, flags=re.MULTILINE)
+    assert len(imports) == 1, imports
+    assert worker.log.index(imports[0]) < worker.log.index(" ready.")
 
 
 def _children(pid: int) -> list[int]:
@@ -175,3 +192,46 @@ def test_run_with_redis_starts_a_worker_and_a_beat_that_die_with_it(
     while any(_alive(child) for child in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(child) for child in children)
+
+
+async def test_a_message_a_worker_took_and_never_started_is_sent_again(
+    database: Database, redis_url: str
+) -> None:
+    store = Store(database)
+    schedules = _schedules(store)
+    conversation_id = await _conversation(store)
+    now = utcnow()
+    await schedules.create(
+        conversation_id=conversation_id,
+        user="web:alice",
+        prompt="p",
+        spec="every 1h",
+        now=now - timedelta(hours=1, seconds=1),
+    )
+    app = make_celery(Settings(redis_url=redis_url))
+    queue = CeleryJobQueue(app, store)
+    dispatcher = ScheduleDispatcher(
+        store,
+        schedules,
+        queue,
+        resend_after=timedelta(hours=1),
+        backlog=queue.waiting,
+        stranded_after=timedelta(seconds=30),
+    )
+    try:
+        assert (await dispatcher.tick(now)).jobs == 1
+        assert await queue.waiting() == 1
+        # Still in the broker, a minute on: the workers are busy, nothing is stranded.
+        assert (await dispatcher.tick(now + timedelta(minutes=1))).resent == 0
+        with app.connection_for_write() as connection:
+            # A worker takes the message and never acknowledges or starts it.
+            taken = connection.default_channel.basic_get(QUEUE, no_ack=False)
+            assert taken is not None
+            assert await queue.waiting() == 0
+            assert (await dispatcher.tick(now + timedelta(seconds=10))).resent == 0
+            assert (await dispatcher.tick(now + timedelta(seconds=40))).resent == 1
+            assert await queue.waiting() == 1
+            again = connection.default_channel.basic_get(QUEUE, no_ack=True)
+            assert again.payload == taken.payload
+    finally:
+        queue.close()

@@ -255,3 +255,50 @@ async def test_a_channel_lists_the_schedules_of_its_threads_and_a_thread_only_it
         created.id, "pause", user="slack:U1", conversation_id=ids["channel"]
     )
     assert paused.status == "paused"
+
+
+async def test_a_job_stranded_with_a_worker_is_sent_again_only_when_the_broker_is_idle(
+    database: Database,
+) -> None:
+    store = Store(database)
+    schedules = _schedules(store)
+    conversation_id = await _conversation(store)
+    await schedules.create(
+        conversation_id=conversation_id, user="web:alice", prompt="p", spec="every 1h", now=T0
+    )
+    waiting: list[int | Exception] = []
+
+    async def backlog() -> int:
+        found = waiting.pop(0)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    queue = RecordingJobQueue()
+    dispatcher = ScheduleDispatcher(
+        store,
+        schedules,
+        queue,
+        resend_after=timedelta(hours=1),
+        backlog=backlog,
+        stranded_after=timedelta(seconds=30),
+    )
+    waiting.append(1)
+    fired = await dispatcher.tick(T0 + timedelta(hours=1))
+    assert (fired.jobs, fired.resent) == (1, 0)
+    [job] = queue.jobs
+    await store.jobs_sent([job], now=T0 + timedelta(hours=1))
+    # Messages wait in the broker (workers are busy): a minute queued is not stranded.
+    # The broker's length cannot be read: nothing is assumed. Sent 10 s ago: not yet.
+    for later, length in ((60, 3), (60, ConnectionError("redis down")), (10, 0)):
+        waiting.append(length)
+        tick = await dispatcher.tick(T0 + timedelta(hours=1, seconds=later))
+        assert tick.resent == 0, (later, length)
+    # Nothing waits in the broker and the job has sat queued for 40 s: a worker took it
+    # and never started it. Sent again, and not again while the new send is fresh.
+    waiting.extend([0, 0])
+    tick = await dispatcher.tick(T0 + timedelta(hours=1, seconds=40))
+    assert tick.resent == 1
+    assert queue.jobs == [job, job]
+    await store.jobs_sent([job], now=T0 + timedelta(hours=1, seconds=40))
+    assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=50))).resent == 0
