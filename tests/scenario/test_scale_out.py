@@ -302,20 +302,22 @@ def _group(owner: str) -> int | None:
 def _kill_mid_work(cluster: Cluster, database_url: str) -> dict[str, int]:
     """SIGKILL gateway 0 while it holds conversation leases, the worker that runs a job,
     and beat 0; return how many leases and jobs each kill cut short."""
-    gateway, deadline = cluster.gateways[0], time.monotonic() + 5
-    lanes: list[str] = []
-    running: list[str] = []
-    while time.monotonic() < deadline:
+    # Where every worker is just before the kill, for the failure message (taken first:
+    # py-spy takes a while, and the kill must follow the sample below at once).
+    cluster.before_kill = "\n".join(_stacks(w.process.pid) for w in cluster.workers if w.process)
+    gateway, started = cluster.gateways[0], time.monotonic()
+    while True:
         leases, running = _owners(database_url)
         lanes = [o for o in leases if _group(o) == gateway.pid]
-        if lanes and running:
+        # Both at once if that comes within 5 s (scheduled jobs are short), else any
+        # moment the gateway holds conversation leases.
+        if lanes and (running or time.monotonic() - started > 5):
             break
+        assert time.monotonic() - started < 30, "gateway 0 held no conversation lease for 30 s"
         time.sleep(0.02)
     groups = [_group(o) for o in running]
     worker = next((w for w in cluster.workers if w.process and w.process.pid in groups), None)
     worker = worker or cluster.workers[0]
-    # Where every worker is just before the kill, for the failure message.
-    cluster.before_kill = "\n".join(_stacks(w.process.pid) for w in cluster.workers if w.process)
     cluster.down.add(0)
     for process in (gateway, worker, cluster.beats[0]):
         process.kill()
