@@ -19,7 +19,7 @@ from pydantic import JsonValue
 from agent_core.access import AccessPolicy, pairing_code
 from agent_core.delivery import Outbound
 from agent_core.events import InboundMessage, Reply, utcnow
-from agent_core.ratelimit import RateLimiter
+from agent_core.ratelimit import Limiter
 from agent_core.records import Accepted
 from agent_core.storage.store import Store
 
@@ -38,8 +38,8 @@ class Gatekeeper:
         outbound: Outbound,
         *,
         policy: AccessPolicy,
-        users: RateLimiter,
-        conversations: RateLimiter,
+        users: Limiter,
+        conversations: Limiter,
         pairing_ttl: timedelta,
         max_pending: int,
     ) -> None:
@@ -64,16 +64,16 @@ class Gatekeeper:
         if verdict != "allow":
             return verdict
         if self._exempt(event) or (
-            self._users.allows(event.user) and self._conversations.allows(_room(event))
+            await self._users.allows(event.user) and await self._conversations.allows(_room(event))
         ):
             return "allow"
         return "limited"
 
-    def spend(self, event: InboundMessage) -> None:
+    async def spend(self, event: InboundMessage) -> None:
         """Count an admitted, new (not duplicate) message against its rates."""
         if not self._exempt(event):
-            self._users.take(event.user)
-            self._conversations.take(_room(event))
+            await self._users.take(event.user)
+            await self._conversations.take(_room(event))
 
     async def answer(self, event: InboundMessage, accepted: Accepted, admission: Admission) -> None:
         """Tell a stranger how to get in, or a fast sender to slow down (once)."""
@@ -86,11 +86,12 @@ class Gatekeeper:
             text = None
             limiter, key = (
                 (self._users, event.user)
-                if not self._users.allows(event.user)
+                if not await self._users.allows(event.user)
                 else (self._conversations, _room(event))
             )
-            if limiter.should_notice(key):
-                wait = max(1, round(limiter.retry_after(key)))
+            retry_after = await limiter.notice(key)
+            if retry_after is not None:
+                wait = max(1, round(retry_after))
                 text = (
                     f"You are sending messages faster than I can take them; I will "
                     f"answer again in about {wait} seconds. Nothing is queued meanwhile."

@@ -1,8 +1,11 @@
 """Inbound rate limits: token buckets per key, refilled continuously.
 
 Over the limit a message is kept (it was acknowledged) but opens no turn; the sender is told
-once, then nothing until the bucket has refilled. Nothing is queued to burst later. The
-buckets live in this process: with several gateways each enforces its own share.
+once, then nothing until the bucket has refilled. Nothing is queued to burst later.
+
+``RateLimiter`` keeps its buckets in this process: right for one gateway. Several gateways
+behind a load balancer share theirs in Redis (``gateway.shared_limits``), so the limit
+holds however the messages are spread.
 """
 
 from __future__ import annotations
@@ -10,6 +13,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+# A conversation's bucket is this many times a user's: one user flooding a group spends
+# only their own burst of it (``agent_core.gatekeeper``).
+CONVERSATION_FACTOR = 3
+
+
+class Limiter(Protocol):
+    """Token buckets by key: ``burst`` at once, then a steady rate."""
+
+    async def allows(self, key: str) -> bool:
+        """True when ``key`` has a token (nothing is spent)."""
+        ...
+
+    async def take(self, key: str) -> bool:
+        """Spend one of ``key``'s tokens; False (spending none) when it has none."""
+        ...
+
+    async def notice(self, key: str) -> float | None:
+        """The seconds until ``key``'s next token, the first time it is refused until it
+        spends one again; None when it has a token or was told already."""
+        ...
 
 
 @dataclass(slots=True)
@@ -20,7 +45,7 @@ class _Bucket:
 
 
 class RateLimiter:
-    """``burst`` messages at once, then ``per_minute`` a minute, per key."""
+    """``burst`` messages at once, then ``per_minute`` a minute, per key, in this process."""
 
     def __init__(
         self, *, burst: int, per_minute: float, clock: Callable[[], float] = time.monotonic
@@ -30,40 +55,30 @@ class RateLimiter:
         self._clock = clock
         self._buckets: dict[str, _Bucket] = {}
 
-    def allows(self, *keys: str) -> bool:
-        """True when every key has a token (nothing is spent)."""
-        now = self._clock()
-        return all(self._refilled(key, now).tokens >= 1 for key in keys)
+    async def allows(self, key: str) -> bool:
+        """True when ``key`` has a token (nothing is spent)."""
+        return self._refilled(key).tokens >= 1
 
-    def take(self, *keys: str) -> bool:
-        """Spend one token from every key's bucket; False (spending none) if any is empty."""
-        now = self._clock()
-        buckets = [self._refilled(key, now) for key in keys]
-        if any(bucket.tokens < 1 for bucket in buckets):
+    async def take(self, key: str) -> bool:
+        """Spend one of ``key``'s tokens; False (spending none) when it has none."""
+        bucket = self._refilled(key)
+        if bucket.tokens < 1:
             return False
-        for bucket in buckets:
-            bucket.tokens -= 1
-            bucket.noticed = False
+        bucket.tokens -= 1
+        bucket.noticed = False
         return True
 
-    def should_notice(self, *keys: str) -> bool:
-        """True the first time a limited sender is refused, until their bucket refills."""
-        now = self._clock()
-        first = False
-        for key in keys:
-            bucket = self._refilled(key, now)
-            if bucket.tokens < 1 and not bucket.noticed:
-                bucket.noticed = True
-                first = True
-        return first
+    async def notice(self, key: str) -> float | None:
+        """The seconds until ``key``'s next token, the first time it is refused until it
+        spends one again; None when it has a token or was told already."""
+        bucket = self._refilled(key)
+        if bucket.tokens >= 1 or bucket.noticed:
+            return None
+        bucket.noticed = True
+        return (1 - bucket.tokens) / self._rate
 
-    def retry_after(self, *keys: str) -> float:
-        """Seconds until every key has a token again."""
+    def _refilled(self, key: str) -> _Bucket:
         now = self._clock()
-        missing = max(1 - self._refilled(key, now).tokens for key in keys)
-        return max(0.0, missing / self._rate) if self._rate else float("inf")
-
-    def _refilled(self, key: str, now: float) -> _Bucket:
         bucket = self._buckets.get(key)
         if bucket is None:
             bucket = self._buckets[key] = _Bucket(tokens=self._burst, stamp=now)
@@ -81,3 +96,11 @@ class RateLimiter:
         ]
         for key in full:
             del self._buckets[key]
+
+
+def local_limiters(*, burst: int, per_minute: float) -> tuple[RateLimiter, RateLimiter]:
+    """The per-user and per-conversation limiters of a single gateway."""
+    return (
+        RateLimiter(burst=burst, per_minute=per_minute),
+        RateLimiter(burst=CONVERSATION_FACTOR * burst, per_minute=CONVERSATION_FACTOR * per_minute),
+    )

@@ -21,7 +21,7 @@ from agent_core.approvals import Approvals
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
 from agent_core.model import Model
-from agent_core.ratelimit import RateLimiter
+from agent_core.ratelimit import Limiter, local_limiters
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
@@ -130,16 +130,27 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 await sender.open()
             core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
             await core.mcp.start()
+            stack = contextlib.AsyncExitStack()
+            users: Limiter
+            conversations: Limiter
+            if settings.redis_url:
+                # Several gateways: one sender's messages may land on any of them.
+                from gateway.shared_limits import shared_limiters
+
+                client, users, conversations = shared_limiters(settings)
+                stack.push_async_callback(client.aclose)
+            else:
+                users, conversations = local_limiters(
+                    burst=settings.rate_burst, per_minute=settings.rate_per_minute
+                )
             gate = Gatekeeper(
                 store,
                 outbound,
                 policy=AccessPolicy(
                     mode=settings.access, allow=settings.allow, admins=settings.admins
                 ),
-                users=RateLimiter(burst=settings.rate_burst, per_minute=settings.rate_per_minute),
-                conversations=RateLimiter(
-                    burst=3 * settings.rate_burst, per_minute=3 * settings.rate_per_minute
-                ),
+                users=users,
+                conversations=conversations,
                 pairing_ttl=timedelta(minutes=settings.pairing_minutes),
                 max_pending=settings.pairing_max_pending,
             )
@@ -152,7 +163,6 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 )
 
             supervisor = Supervisor(work, max_concurrent=settings.max_concurrent_turns)
-            stack = contextlib.AsyncExitStack()
             queue: JobQueue
             local: LocalRunner | None = None
             if settings.redis_url:

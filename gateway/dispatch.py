@@ -98,10 +98,10 @@ class Dispatcher:
         if admission != "allow":
             await self._gate.answer(event, accepted, admission)
         elif command is not None:
-            self._gate.spend(event)
+            await self._gate.spend(event)
             await self._command(command, event, accepted)
         else:
-            self._gate.spend(event)
+            await self._gate.spend(event)
             self._supervisor.submit(accepted.conversation_id)
         self._hub.publish(event.conversation)
         return accepted

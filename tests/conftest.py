@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -23,6 +24,7 @@ from tests.fakes import netguard
 from tests.fakes.model_server import FakeModelServer
 
 BACKEND = os.environ.get("CHATGATE_TEST_DATABASE", "sqlite")
+REDIS = "redis://127.0.0.1:6379"
 POSTGRES = os.environ.get(
     "CHATGATE_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 )
@@ -92,3 +94,21 @@ def model_server() -> Iterator[FakeModelServer]:
     """The fake OpenAI-compatible server, empty script (it echoes)."""
     with FakeModelServer() as server:
         yield server
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A Redis database of its own (1-15), emptied before and after the test."""
+    client = redis.Redis.from_url(REDIS)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:  # pragma: no cover - the CI starts Redis
+        pytest.fail(f"Redis is not answering on {REDIS}: {exc}")
+    index = 1 + uuid.uuid4().int % 15
+    url = f"{REDIS}/{index}"
+    db = redis.Redis.from_url(url)
+    db.flushdb()
+    yield url
+    db.flushdb()
+    db.close()
+    client.close()

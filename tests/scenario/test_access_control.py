@@ -20,14 +20,16 @@ from agent_core.errors import NotAllowedToDecide
 from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.loop import TurnRunner
-from agent_core.ratelimit import RateLimiter
+from agent_core.ratelimit import Limiter, RateLimiter
 from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.settings import Settings
 from agent_core.storage.access import PairingRefused
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
+from gateway.shared_limits import shared_limiters
 from gateway.supervisor import Supervisor
 from tests.fakes.records import pending_approval
 
@@ -47,6 +49,7 @@ class Harness:
         burst: int = 8,
         pairing_minutes: float = 60,
         model: ScriptedModel | None = None,
+        limiters: tuple[Limiter, Limiter] | None = None,
     ) -> None:
         self.store = Store(database)
         self.model = model or ScriptedModel()
@@ -59,8 +62,8 @@ class Harness:
             self.store,
             self.outbound,
             policy=AccessPolicy(mode=mode, allow=allow, admins=admins),  # type: ignore[arg-type]
-            users=RateLimiter(burst=burst, per_minute=6),
-            conversations=RateLimiter(burst=3 * burst, per_minute=18),
+            users=limiters[0] if limiters else RateLimiter(burst=burst, per_minute=6),
+            conversations=limiters[1] if limiters else RateLimiter(burst=3 * burst, per_minute=18),
             pairing_ttl=timedelta(minutes=pairing_minutes),
             max_pending=3,
         )
@@ -202,6 +205,29 @@ async def test_a_flooding_user_gets_the_burst_and_one_notice(database: Database)
     assert texts[-1] == "echo: a real question"
     metrics = gate.metrics.render().decode()
     assert 'chatgate_inbound_events_total{outcome="limited",platform="telegram"} 95.0' in metrics
+
+
+async def test_gateways_sharing_redis_share_one_rate(database: Database, redis_url: str) -> None:
+    """Three gateways with their buckets in one Redis: a user's messages spread over them
+    get one burst between them, and one notice; without Redis each would allow a burst."""
+    settings = Settings(redis_url=redis_url, rate_burst=4, rate_per_minute=6)
+    clients, gates = [], []
+    for _ in range(3):
+        client, users, conversations = shared_limiters(settings)
+        clients.append(client)
+        gates.append(Harness(database, mode="open", limiters=(users, conversations)))
+    try:
+        for index in range(12):
+            await gates[index % 3].say("telegram:50", f"spam {index}", channel="-300")
+        texts = [text for gate in gates for text in gate.texts_to("-300")]
+        assert len([t for t in texts if t.startswith("echo: spam")]) == 4
+        assert len([t for t in texts if "faster than I can take them" in t]) == 1
+        # The group's own bucket (3 x 4) is not spent by one user's flood alone.
+        await gates[1].say("telegram:51", "a real question", channel="-300")
+        assert gates[1].texts_to("-300")[-1] == "echo: a real question"
+    finally:
+        for client in clients:
+            await client.aclose()
 
 
 async def test_a_policy_can_let_any_member_approve(database: Database) -> None:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import redis
 
 from agent_core.events import utcnow
 from agent_core.settings import Settings
@@ -26,26 +24,6 @@ from tests.scenario.test_tool_crashes import tool_call
 from tests.unit.test_dispatcher import _conversation, _schedules
 from workers.celery_app import QUEUE, CeleryJobQueue, make_celery
 from workers.dispatcher import ScheduleDispatcher
-
-REDIS = "redis://127.0.0.1:6379"
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    """A Redis database of its own (1-15), emptied before and after the test."""
-    client = redis.Redis.from_url(REDIS)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:  # pragma: no cover - the CI starts Redis
-        pytest.fail(f"Redis is not answering on {REDIS}: {exc}")
-    index = 1 + uuid.uuid4().int % 15
-    url = f"{REDIS}/{index}"
-    db = redis.Redis.from_url(url)
-    db.flushdb()
-    yield url
-    db.flushdb()
-    db.close()
-    client.close()
 
 
 @pytest.fixture

@@ -41,7 +41,6 @@ from tests.conftest import BACKEND
 from tests.fakes.gateway import GatewayProcess, RoleProcess, http
 from tests.fakes.http_echo import EchoServer
 from tests.fakes.model_server import FakeModelServer, Scripted
-from tests.scenario.test_celery import redis_url  # noqa: F401 (a fixture)
 from tests.scenario.test_tool_crashes import tool_call
 
 MESSAGES = int(os.environ.get("CHATGATE_SOAK_MESSAGES", "200"))
@@ -181,7 +180,7 @@ def cluster(
     database_url: str,
     model_server: FakeModelServer,
     echo: EchoServer,
-    redis_url: str,  # noqa: F811
+    redis_url: str,
     tmp_path: Path,
 ) -> Iterator[Cluster]:
     config = tmp_path / "chatgate.toml"

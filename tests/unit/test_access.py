@@ -64,16 +64,18 @@ def test_pairing_codes_are_readable_and_distinct() -> None:
     assert all(re.fullmatch(r"[A-HJKMNP-Z2-9]{4}-[A-HJKMNP-Z2-9]{4}", c) for c in codes)
 
 
-def test_a_bucket_allows_the_burst_then_the_rate() -> None:
+async def test_a_bucket_allows_the_burst_then_the_rate() -> None:
     """Burst at once, then one more per 60/rate seconds; a notice only once per refill."""
     now = [0.0]
     limiter = RateLimiter(burst=3, per_minute=6, clock=lambda: now[0])
-    assert [limiter.take("u") for _ in range(5)] == [True, True, True, False, False]
-    assert limiter.should_notice("u") is True
-    assert limiter.should_notice("u") is False
-    assert limiter.retry_after("u") == pytest.approx(10)
+    assert [await limiter.take("u") for _ in range(5)] == [True, True, True, False, False]
+    assert await limiter.allows("u") is False
+    assert await limiter.notice("u") == pytest.approx(10)
+    assert await limiter.notice("u") is None
     now[0] = 10.0
-    assert limiter.take("u") is True
-    assert limiter.take("u") is False
-    assert limiter.should_notice("u") is True
-    assert limiter.take("other") is True
+    assert await limiter.allows("u") is True
+    assert await limiter.notice("u") is None
+    assert await limiter.take("u") is True
+    assert await limiter.take("u") is False
+    assert await limiter.notice("u") == pytest.approx(10)
+    assert await limiter.take("other") is True
