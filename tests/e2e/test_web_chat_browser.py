@@ -12,7 +12,7 @@ from tests.fakes.gateway import GatewayProcess
 from tests.fakes.model_server import FakeModelServer, Scripted
 
 CHROMIUM = "/usr/bin/chromium"
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.any_database]
 # The first reply waits for litellm's import in a fresh gateway (seconds on a busy machine).
 expect.set_options(timeout=30_000)
 

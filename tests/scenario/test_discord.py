@@ -15,6 +15,9 @@ from tests.fakes.gateway import GatewayProcess
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.test_tool_crashes import tool_call
 
+# About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
 ALICE = "301234567890123456"
 MALLORY = "309999999999999999"
 POST = f"POST channels/{CHANNEL}/messages"

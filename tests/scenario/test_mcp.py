@@ -22,6 +22,9 @@ from tests.scenario.test_approvals_api import _post, _until
 from tests.scenario.test_tool_crashes import tool_call
 from tests.scenario.test_web_api import _replies
 
+# About the MCP, not the storage: the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
 
 def _config(tmp_path: Path, calls: Path, more: str = "") -> Path:
     """chatgate.toml with the weather server (it logs each call to ``calls``), and more."""

@@ -18,6 +18,9 @@ from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import APP_TOKEN, BOT_USER, TEAM, FakeSlack, signed_headers
 from tests.scenario.test_tool_crashes import tool_call
 
+# About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
 CHANNEL = "C0GENERAL"
 
 

@@ -24,6 +24,9 @@ from tests.fakes.telegram_server import (
 )
 from tests.scenario.test_tool_crashes import tool_call
 
+# About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
 ALICE = 5551234
 MALLORY = 6660000
 GROUP = -1001987654321

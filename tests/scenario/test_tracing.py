@@ -25,6 +25,9 @@ from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.otlp_collector import CollectedSpan, OtlpCollector
 from tests.scenario.test_tool_crashes import _wait, tool_call
 
+# About the tracing, not the storage: the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
 
 @pytest.fixture
 def collector() -> Iterator[OtlpCollector]:
