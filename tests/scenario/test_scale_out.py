@@ -128,7 +128,6 @@ class Cluster:
             for i in range(2)
         ]
         self.down: set[int] = set()
-        self.before_kill = ""
 
     @staticmethod
     def _dir(root: Path, name: str) -> Path:
@@ -166,8 +165,6 @@ class Cluster:
             parts.append(f"===== {name} {process.workdir.name} =====\n{process.log[-20000:]}")
             if process.process is not None and process.process.poll() is None:
                 parts.append(_stacks(process.process.pid))
-        if self.before_kill:
-            parts.append(f"===== the workers just before the kill =====\n{self.before_kill}")
         return "\n".join(parts)
 
     def stop(self) -> None:
@@ -301,9 +298,6 @@ def _group(owner: str) -> int | None:
 def _kill_mid_work(cluster: Cluster, database_url: str) -> dict[str, int]:
     """SIGKILL gateway 0 while it holds conversation leases, the worker that runs a job,
     and beat 0; return how many leases and jobs each kill cut short."""
-    # Where every worker is just before the kill, for the failure message (taken first:
-    # py-spy takes a while, and the kill must follow the sample below at once).
-    cluster.before_kill = "\n".join(_stacks(w.process.pid) for w in cluster.workers if w.process)
     gateway, started = cluster.gateways[0], time.monotonic()
     while True:
         leases, running = _owners(database_url)
