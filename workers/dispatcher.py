@@ -116,10 +116,11 @@ class ScheduleDispatcher:
                 break
         resent = 0
         if self._resend_after is not None:
-            resend_after = self._resend_after
-            if await self._broker_idle():
-                resend_after = min(resend_after, self._stranded_after)
-            lost = await self._store.jobs_to_send(now=now, resend_after=resend_after)
+            # The broker is asked only when some job has waited ``stranded_after``.
+            shortest = min(self._resend_after, self._stranded_after)
+            lost = await self._store.jobs_to_send(now=now, resend_after=shortest)
+            if lost and not await self._broker_idle():
+                lost = await self._store.jobs_to_send(now=now, resend_after=self._resend_after)
             lost = [job for job in lost if job not in created]
             if lost:
                 await self._queue.submit(lost)

@@ -266,13 +266,15 @@ async def test_a_job_stranded_with_a_worker_is_sent_again_only_when_the_broker_i
     await schedules.create(
         conversation_id=conversation_id, user="web:alice", prompt="p", spec="every 1h", now=T0
     )
-    waiting: list[int | Exception] = []
+    waiting: list[int | Exception] = [1]
+    asked = 0
 
     async def backlog() -> int:
-        found = waiting.pop(0)
-        if isinstance(found, Exception):
-            raise found
-        return found
+        nonlocal asked
+        asked += 1
+        if isinstance(waiting[0], Exception):
+            raise waiting[0]
+        return waiting[0]
 
     queue = RecordingJobQueue()
     dispatcher = ScheduleDispatcher(
@@ -283,20 +285,23 @@ async def test_a_job_stranded_with_a_worker_is_sent_again_only_when_the_broker_i
         backlog=backlog,
         stranded_after=timedelta(seconds=30),
     )
-    waiting.append(1)
     fired = await dispatcher.tick(T0 + timedelta(hours=1))
     assert (fired.jobs, fired.resent) == (1, 0)
     [job] = queue.jobs
     await store.jobs_sent([job], now=T0 + timedelta(hours=1))
+    asked = 0
+    # Sent 10 s ago: the broker is not even asked.
+    assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=10))).resent == 0
+    assert asked == 0
     # Messages wait in the broker (workers are busy): a minute queued is not stranded.
-    # The broker's length cannot be read: nothing is assumed. Sent 10 s ago: not yet.
-    for later, length in ((60, 3), (60, ConnectionError("redis down")), (10, 0)):
-        waiting.append(length)
-        tick = await dispatcher.tick(T0 + timedelta(hours=1, seconds=later))
-        assert tick.resent == 0, (later, length)
+    # The broker's length cannot be read: nothing is assumed.
+    for length in (3, ConnectionError("redis down")):
+        waiting[0] = length
+        assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=60))).resent == 0
+    assert asked == 2
     # Nothing waits in the broker and the job has sat queued for 40 s: a worker took it
     # and never started it. Sent again, and not again while the new send is fresh.
-    waiting.extend([0, 0])
+    waiting[0] = 0
     tick = await dispatcher.tick(T0 + timedelta(hours=1, seconds=40))
     assert tick.resent == 1
     assert queue.jobs == [job, job]
