@@ -306,7 +306,10 @@ class WorkerRuntime:
         if self._warm:
             for model in (self.core.model, self.core.summarizer):
                 if model is not None:
-                    await model.warm_up()
+                    try:
+                        await model.warm_up()
+                    except Exception:  # the first call tries again, and reports it
+                        log.exception("building the model client failed", model=model.name)
 
     def attach_dispatcher(self, queue: CeleryJobQueue) -> None:
         """Let this process tick the schedule dispatcher, submitting to ``queue``."""
