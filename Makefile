@@ -39,7 +39,7 @@ pytest-sqlite: $(VENV)/.installed-test
 	CHATGATE_TEST_DATABASE=sqlite $(BIN)/pytest
 
 pytest-postgres: $(VENV)/.installed-test
-	CHATGATE_TEST_DATABASE=postgresql $(BIN)/pytest -m "not browser"
+	CHATGATE_TEST_DATABASE=postgresql $(BIN)/pytest
 
 ## soak: the scale-out test at ten times the size `make test` runs it (2,000 messages over
 ## 50 conversations; 2 gateways, 2 workers, 2 beats on PostgreSQL and Redis, one of each killed)

@@ -118,16 +118,12 @@ def model_server() -> Iterator[FakeModelServer]:
 @pytest.fixture
 def redis_url() -> Iterator[str]:
     """A Redis database of its own (1-15), emptied before and after the test."""
-    client = redis.Redis.from_url(REDIS)
+    url = f"{REDIS}/{1 + uuid.uuid4().int % 15}"
+    db = redis.Redis.from_url(url)
     try:
-        client.ping()
+        db.flushdb()
     except redis.ConnectionError as exc:  # pragma: no cover - the CI starts Redis
         pytest.fail(f"Redis is not answering on {REDIS}: {exc}")
-    index = 1 + uuid.uuid4().int % 15
-    url = f"{REDIS}/{index}"
-    db = redis.Redis.from_url(url)
-    db.flushdb()
     yield url
     db.flushdb()
     db.close()
-    client.close()
