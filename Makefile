@@ -20,6 +20,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 
 ## run: install, migrate and start everything on this machine (SQLite, web chat on :8080)
 run: $(VENV)/.installed-run
+	scripts/ensure-bubblewrap --optional
 	$(BIN)/chatgate migrate
 	exec $(BIN)/chatgate run
 
@@ -36,9 +37,11 @@ pytest: pytest-sqlite pytest-postgres
 
 pytest-sqlite: $(VENV)/.installed-test
 	scripts/ensure-chromium
+	scripts/ensure-bubblewrap
 	CHATGATE_TEST_DATABASE=sqlite $(BIN)/pytest
 
 pytest-postgres: $(VENV)/.installed-test
+	scripts/ensure-bubblewrap
 	CHATGATE_TEST_DATABASE=postgresql $(BIN)/pytest
 
 ## soak: the scale-out test at ten times the size `make test` runs it (2,000 messages over

@@ -66,14 +66,25 @@ CommaList = Annotated[list[str], NoDecode]
 
 
 class RunCommandSettings(BaseModel):
-    """``[tools.run_command]``: the sandbox's limits."""
+    """``[tools.run_command]``: the sandbox's limits, network and backends."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     timeout: float = Field(30.0, gt=0, le=3600)
     cpu_seconds: int = Field(20, ge=1)
     memory_mb: int = Field(512, ge=16)
+    processes: int = Field(64, ge=4, le=100_000)
+    file_size_mb: int = Field(64, ge=1)
+    tmp_mb: int = Field(64, ge=1)
     output_limit: int = Field(8_000, ge=200)
+    # "none": no network at all, loopback included; "full": the host's network.
+    network: Literal["none", "full"] = "none"
+    # The bubblewrap binary (a name on PATH or a path).
+    bwrap: str = Field("bwrap", min_length=1)
+    # podman or docker (a name on PATH or a path); unset: podman if installed, else docker.
+    container_engine: str | None = Field(None, min_length=1)
+    # The image commands run in with the container backend (it must be pulled already).
+    image: str = Field("debian:bookworm-slim", min_length=1)
 
 
 class HttpRequestSettings(BaseModel):
@@ -229,6 +240,11 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(
         20.0, ge=0, validation_alias=AliasChoices("CHATGATE_DRAIN_SECONDS", "drain_seconds")
     )
+    # run_command's boundary: auto (bwrap, else a container engine, else not offered),
+    # bwrap, container, or none (a plain subprocess: no boundary; warned about).
+    sandbox: Literal["auto", "bwrap", "container", "none"] = Field(
+        "auto", validation_alias=AliasChoices("CHATGATE_SANDBOX", "sandbox")
+    )
     tools_offered: int = Field(
         32, ge=4, le=512, validation_alias=AliasChoices("CHATGATE_TOOLS_OFFERED", "tools_offered")
     )
@@ -357,10 +373,11 @@ class Settings(BaseSettings):
         default_factory=lambda: McpSettings(),
         validation_alias=AliasChoices("CHATGATE_MCP", "mcp"),
     )
+    # Testing only: step boundaries at which the process kills itself. From the
+    # environment only (load_settings refuses it in chatgate.toml).
     test_fault: CommaList = Field(
         default_factory=list,
         validation_alias=AliasChoices("CHATGATE_TEST_FAULT", "test_fault"),
-        description="Testing only: step boundaries at which the process kills itself.",
     )
 
     slack_bot_token: SecretStr | None = _key("slack_bot_token")
@@ -559,6 +576,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     environ = os.environ if environ is None else environ
     path = _config_path(environ)
     from_file = _read_toml(path) if path else {}
+    if "test_fault" in from_file:
+        # A file can be left behind on a real deployment; a crash switch must not be.
+        raise ConfigError(
+            f"test_fault (in {path})",
+            "fault points are for tests and come from the environment only "
+            "(CHATGATE_TEST_FAULT); remove the key",
+        )
     from_env = _MappingEnvSource(Settings, environ)()
     merged: dict[str, Any] = {}
     for key, value in from_file.items():

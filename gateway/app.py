@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -44,6 +42,7 @@ from workers.runtime import (
     maintenance_cron,
     outbound_for,
     platform_senders,
+    prepare_sandbox,
     process_owner,
 )
 
@@ -128,7 +127,14 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             outbound = outbound_for(senders, hub)
             for sender in senders.values():
                 await sender.open()
-            core = build_core(settings, store, outbound=outbound, model=chosen, observer=metrics)
+            core = build_core(
+                settings,
+                store,
+                outbound=outbound,
+                model=chosen,
+                sandbox=await prepare_sandbox(settings),
+                observer=metrics,
+            )
             await core.mcp.start()
             stack = contextlib.AsyncExitStack()
             users: Limiter
@@ -256,22 +262,11 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
     return app
 
 
-def _harden_process() -> None:
-    """Files we create are private, and same-user processes (the sandboxed commands when
-    chatgate does not run as root) cannot read /proc/<us>/environ or our memory."""
-    os.umask(0o077)
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_dumpable = 4
-        libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
-
-
 async def serve(settings: Settings, *, with_workers: bool = False) -> None:
     """Run the gateway until SIGTERM or SIGINT, then drain and exit.
 
     ``with_workers`` (``chatgate run`` with Redis): also run a Celery worker and a beat as
     child processes. Without Redis the gateway runs queued work itself."""
-    _harden_process()
     app = build_app(settings)
     children = [Child("worker"), Child("beat")] if with_workers and settings.redis_url else []
     keepers = [asyncio.create_task(c.keep_running(), name=f"child:{c.role}") for c in children]

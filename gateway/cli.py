@@ -349,7 +349,11 @@ def discord_invite_url() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: every command runs hardened (private files, not
+    dumpable), the roles ``run`` starts as children included."""
+    from agent_core.hardening import harden_process
+
+    harden_process()
     app(prog_name="chatgate")
 
 

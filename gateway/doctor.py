@@ -14,9 +14,10 @@ import aiohttp
 from adapters.web import is_loopback
 from agent_core.errors import ModelError, StorageError
 from agent_core.model import ChatMessage
+from agent_core.sandbox.choose import choose_sandbox
 from agent_core.settings import Settings
-from agent_core.storage.database import Database
-from workers.runtime import build_model
+from agent_core.storage.database import Database, sqlite_path
+from workers.runtime import build_model, sandbox_config
 
 Status = Literal["ok", "WARN", "FAIL"]
 
@@ -153,13 +154,75 @@ def _secrets(settings: Settings, environ: Mapping[str, str]) -> Check:
 def _tools(settings: Settings) -> Check:
     hosts = settings.tools.http_request.allowed_hosts
     run = settings.tools.run_command
-    who = "nobody (chatgate runs as root)" if os.getuid() == 0 else "chatgate's own user"
     detail = (
-        f"run_command as {who}: {run.timeout:g}s, {run.cpu_seconds}s CPU, "
-        f"{run.memory_mb} MiB; http_request hosts: {', '.join(hosts) or 'none'}; "
+        f"run_command limits: {run.timeout:g}s, {run.cpu_seconds}s CPU, {run.memory_mb} MiB, "
+        f"{run.processes} processes; http_request hosts: {', '.join(hosts) or 'none'}; "
         f"{len(settings.policy)} policy rule(s)"
     )
     return Check("tools", "ok", detail)
+
+
+async def _sandbox(settings: Settings) -> Check:
+    """What run_command runs in, found the way the gateway finds it at start."""
+    choice = await choose_sandbox(sandbox_config(settings))
+    sandbox = choice.sandbox
+    if sandbox is None:
+        return Check(
+            "sandbox",
+            "WARN" if settings.sandbox == "auto" else "FAIL",
+            f"no working boundary (CHATGATE_SANDBOX={settings.sandbox}), so run_command is "
+            f"not offered: {choice.reasons()}",
+            choice.fix(),
+        )
+    if sandbox.name == "none":
+        return Check(
+            "sandbox",
+            "WARN",
+            "CHATGATE_SANDBOX=none: run_command runs as a plain process, with chatgate's files, "
+            "its API on loopback and the network in reach",
+            "install bubblewrap and set CHATGATE_SANDBOX=auto",
+        )
+    who = "nobody" if os.getuid() == 0 else f"uid {os.getuid()}"
+    where = f"{sandbox.name} as {who}"
+    if sandbox.network == "full":
+        return Check(
+            "sandbox",
+            "WARN",
+            f"{where}; commands may reach the network ([tools.run_command] network = "
+            '"full"), chatgate\'s own API on this host included',
+            'set network = "none" unless commands need the network',
+        )
+    return Check("sandbox", "ok", f"{where}; no network")
+
+
+def _private_files(settings: Settings) -> Check:
+    """chatgate.toml and the SQLite database hold tokens and every conversation."""
+    paths = [p for p in (settings.config, sqlite_path(settings.database_url)) if p is not None]
+    readable = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if path.stat().st_mode & 0o044:
+                readable.append(str(path))
+    if readable:
+        return Check(
+            "files",
+            "WARN",
+            f"others may read {', '.join(readable)}",
+            f"chmod 600 {' '.join(readable)}",
+        )
+    return Check("files", "ok", f"{len(paths)} file(s) readable by chatgate's user only")
+
+
+def _faults(settings: Settings) -> Check | None:
+    if not settings.test_fault:
+        return None
+    return Check(
+        "faults",
+        "WARN",
+        f"CHATGATE_TEST_FAULT is set ({', '.join(settings.test_fault)}): chatgate kills "
+        "itself at these steps",
+        "unset CHATGATE_TEST_FAULT (it is for crash tests only)",
+    )
 
 
 # What deploy/slack/manifest.yml asks for; without them some messages never arrive.
@@ -341,6 +404,10 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(await _redis(settings))
     checks.append(_web(settings))
     checks.append(_tools(settings))
+    checks.append(await _sandbox(settings))
+    checks.append(_private_files(settings))
+    if (faults := _faults(settings)) is not None:
+        checks.append(faults)
     checks.append(_secrets(settings, os.environ))
     for platform in (await _slack(settings), await _telegram(settings), await _discord(settings)):
         if platform is not None:

@@ -127,3 +127,16 @@ def redis_url() -> Iterator[str]:
     yield url
     db.flushdb()
     db.close()
+
+
+@pytest.fixture(autouse=True)
+def _tmp_path_reachable_by_the_sandbox(request: pytest.FixtureRequest) -> None:
+    """As root, run_command's sandbox runs as nobody, which must be able to enter the state
+    directories tests keep under tmp_path (pytest makes them 0700); as for any operator
+    running chatgate as root, the directories above the state directory must let others in."""
+    if os.getuid() != 0 or "tmp_path" not in request.fixturenames:
+        return
+    path: Path = request.getfixturevalue("tmp_path")
+    for directory in (path, path.parent, path.parent.parent):
+        if directory.stat().st_uid == 0:
+            directory.chmod(0o711)

@@ -33,17 +33,19 @@ from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
+from agent_core.sandbox.base import SandboxLimits
+from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
 from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.secrets import Secrets
 from agent_core.settings import Settings
-from agent_core.storage.database import Database
+from agent_core.storage.database import Database, sqlite_path
 from agent_core.storage.store import Store
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.http_request import http_request_factory
 from agent_core.tools.mcp_tools import McpServers
 from agent_core.tools.memory_tools import memory_tools_factory
 from agent_core.tools.registry import ToolRegistry
-from agent_core.tools.run_command import SandboxLimits, run_command_factory
+from agent_core.tools.run_command import run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
 from workers.dispatcher import ScheduleDispatcher
 
@@ -103,28 +105,98 @@ def build_schedules(settings: Settings, store: Store) -> Schedules:
     )
 
 
-def build_tools(
-    settings: Settings, secrets: Secrets, schedules: Schedules, store: Store, mcp: McpServers
-) -> ToolRegistry:
-    """The built-in tools, configured from ``[tools.*]``, and the MCP servers' tools."""
-    http = settings.tools.http_request
-    return ToolRegistry(
-        [
-            schedule_tools_factory(schedules),
-            memory_tools_factory(store),
-            mcp.factory(),
-            run_command_factory(
-                settings.state_dir.resolve(),
-                SandboxLimits(**settings.tools.run_command.model_dump()),
-            ),
-            http_request_factory(
-                allowed_hosts=http.allowed_hosts,
-                secrets=secrets,
-                timeout=http.timeout,
-                output_limit=http.output_limit,
-            ),
-        ]
+def sandbox_config(settings: Settings) -> SandboxConfig:
+    """Where and how ``run_command`` may run, from ``CHATGATE_SANDBOX`` and
+    ``[tools.run_command]``; chatgate's own files are named so no backend shows them."""
+    hidden = [settings.state_dir]
+    if settings.config is not None:
+        hidden.append(settings.config)
+    database = sqlite_path(settings.database_url)
+    if database is not None:
+        hidden += [database, database.with_name(f"{database.name}-wal")]
+        hidden.append(database.with_name(f"{database.name}-shm"))
+    options = settings.tools.run_command
+    return SandboxConfig(
+        mode=settings.sandbox,
+        state_dir=settings.state_dir.resolve(),
+        network=options.network,
+        bwrap=options.bwrap,
+        container_engine=options.container_engine,
+        image=options.image,
+        hidden=tuple(hidden),
+        environ=dict(os.environ),
     )
+
+
+def sandbox_limits(settings: Settings) -> SandboxLimits:
+    """One command's limits (``[tools.run_command]``)."""
+    options = settings.tools.run_command
+    return SandboxLimits(
+        timeout=options.timeout,
+        cpu_seconds=options.cpu_seconds,
+        memory_mb=options.memory_mb,
+        processes=options.processes,
+        file_size_mb=options.file_size_mb,
+        tmp_mb=options.tmp_mb,
+        output_limit=options.output_limit,
+    )
+
+
+async def prepare_sandbox(settings: Settings) -> SandboxChoice:
+    """Probe the sandbox once and say at start what ``run_command`` will run in."""
+    choice = await choose_sandbox(sandbox_config(settings))
+    sandbox = choice.sandbox
+    if sandbox is None:
+        report = log.error if settings.sandbox != "auto" else log.warning
+        report(
+            "run_command is not offered: no working sandbox",
+            sandbox=settings.sandbox,
+            tried=choice.reasons(),
+            fix=choice.fix(),
+        )
+    elif sandbox.name == "none":
+        log.warning(
+            "run_command runs WITHOUT a sandbox (CHATGATE_SANDBOX=none): a command can read "
+            "and change what chatgate's user can, and reach the network and chatgate's own "
+            "API; use CHATGATE_SANDBOX=auto"
+        )
+    else:
+        log.info("sandbox ready", backend=sandbox.name, network=sandbox.network)
+        if sandbox.network == "full":
+            log.warning(
+                'run_command may reach the network ([tools.run_command] network = "full"), '
+                "chatgate's own API on this host included"
+            )
+    return choice
+
+
+def build_tools(
+    settings: Settings,
+    secrets: Secrets,
+    schedules: Schedules,
+    store: Store,
+    mcp: McpServers,
+    sandbox: SandboxChoice | None,
+) -> ToolRegistry:
+    """The built-in tools, configured from ``[tools.*]``, and the MCP servers' tools;
+    ``run_command`` only with a working sandbox."""
+    http = settings.tools.http_request
+    factories = [
+        schedule_tools_factory(schedules),
+        memory_tools_factory(store),
+        mcp.factory(),
+        http_request_factory(
+            allowed_hosts=http.allowed_hosts,
+            secrets=secrets,
+            timeout=http.timeout,
+            output_limit=http.output_limit,
+        ),
+    ]
+    if sandbox is not None and sandbox.sandbox is not None:
+        state_dir = settings.state_dir.resolve()
+        limits = sandbox_limits(settings)
+        factories.insert(3, run_command_factory(state_dir, sandbox.sandbox, limits))
+    return ToolRegistry(factories)
 
 
 @dataclass(kw_only=True)
@@ -150,10 +222,18 @@ def build_core(
     *,
     outbound: Outbound,
     model: Model | None,
+    sandbox: SandboxChoice | None,
     observer: Any = None,
 ) -> Core:
-    """The turn runner, its tools and the job runner, from the settings."""
+    """The turn runner, its tools and the job runner, from the settings (``sandbox``:
+    what :func:`prepare_sandbox` found; None offers no ``run_command``)."""
     faults = FaultPoints(settings.test_fault)
+    if settings.test_fault:
+        log.warning(
+            "TEST FAULT POINTS ARE SET: this process kills itself at these steps; "
+            "unset CHATGATE_TEST_FAULT unless this is a crash test",
+            points=settings.test_fault,
+        )
     summarizer = build_model(settings, settings.summary_model) if settings.summary_model else model
     secrets = load_secrets(settings)
     mcp = McpServers(settings.mcp.servers)
@@ -174,7 +254,7 @@ def build_core(
         system_prompt=settings.system_prompt,
         reply_max_tokens=settings.reply_max_tokens,
         max_steps=settings.max_steps,
-        tools=build_tools(settings, secrets, schedules, store, mcp),
+        tools=build_tools(settings, secrets, schedules, store, mcp, sandbox),
         tool_round=tool_round,
         faults=faults,
         observer=observer,
@@ -301,6 +381,7 @@ class WorkerRuntime:
             store,
             outbound=outbound_for(self._senders),
             model=build_model(self.settings),
+            sandbox=await prepare_sandbox(self.settings),
         )
         await self.core.mcp.start()
         if self._warm:

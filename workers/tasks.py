@@ -10,6 +10,7 @@ import structlog
 from celery import Celery, signals
 
 from agent_core import tracing
+from agent_core.hardening import harden_process
 from agent_core.settings import Settings
 from workers.runtime import WorkerRuntime
 
@@ -34,6 +35,9 @@ def runtime() -> WorkerRuntime:
 
 @signals.worker_process_init.connect
 def _process_init(**_kwargs: Any) -> None:
+    # A pool child inherits the parent's hardening through fork; say it again anyway, in
+    # case the pool ever starts children another way.
+    harden_process()
     if _settings is not None:
         tracing.setup(os.environ, role="worker")
         runtime()

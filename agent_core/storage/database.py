@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent_core.errors import StorageError
+from agent_core.hardening import private_file
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -39,8 +40,12 @@ _SQLITE_THREADS = 1
 _READ_ONLY = "chatgate_read_only"
 
 
-def _sqlite_file(url: str) -> Path | None:
-    database = make_url(url).database
+def sqlite_path(url: str) -> Path | None:
+    """The SQLite database file a URL names (None: not SQLite, or in memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database)
@@ -48,9 +53,15 @@ def _sqlite_file(url: str) -> Path | None:
 
 def _sqlite_engine(url: str) -> Engine:
     sync_url = make_url(url).set(drivername="sqlite")
-    path = _sqlite_file(url)
+    path = sqlite_path(url)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The database holds every conversation: ours alone, whatever the umask was when
+        # it (or its WAL, which SQLite creates with the database's mode) was made.
+        for suffix in ("", "-wal", "-shm"):
+            part = path.with_name(f"{path.name}{suffix}")
+            if suffix == "" or part.exists():
+                private_file(part)
     engine = create_engine(
         sync_url,
         connect_args={"timeout": 30, "check_same_thread": False},

@@ -223,7 +223,9 @@ async def main(url):
     model = ScriptedModel(ModelReply(text="", model="m", tool_calls=(call,)), "none")
     async with open_database(url) as database:
         store = Store(database)
-        core = build_core(settings, store, outbound=RecordingOutbound(), model=model)
+        core = build_core(
+            settings, store, outbound=RecordingOutbound(), model=model, sandbox=None
+        )
         message = InboundMessage(
             platform="web", workspace="local", channel="c", user="web:local", text="any?",
             platform_event_id="1",
