@@ -16,10 +16,10 @@ In a group the bot acts only for allowed users, unless the group itself is allow
 from __future__ import annotations
 
 import secrets
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Literal, TypeAlias
 
-from agent_core.events import InboundMessage
+from agent_core.events import ConversationKey, InboundMessage
 
 AccessMode: TypeAlias = Literal["pairing", "allowlist", "open"]
 Verdict: TypeAlias = Literal["allow", "pair", "refuse"]
@@ -60,27 +60,45 @@ class AccessPolicy:
 
     def decide(self, event: InboundMessage, *, paired: bool) -> Verdict:
         """allow, pair (a stranger under ``pairing``) or refuse (under ``allowlist``)."""
-        if event.platform == "web":
-            # The web chat answers loopback or the token holder only: its user is the
-            # local admin (checked at the HTTP edge).
-            return "allow"
-        if self.is_admin(event.user) or paired or self._allowed(event):
+        if self.admits(event.user, event.conversation, paired=paired):
             return "allow"
         match self._mode:
-            case "open":
-                return "allow"
             case "allowlist":
                 return "refuse"
-            case "pairing":
+            case _:
                 return "pair"
 
-    def _allowed(self, event: InboundMessage) -> bool:
-        candidates = {event.user}
-        match event.platform:
+    def admits(self, user: str, where: ConversationKey, *, paired: bool) -> bool:
+        """May ``user`` talk to the agent in this conversation? (Asked again before queued
+        work runs for them: a revoked user or a dropped allow entry stops it.)"""
+        if where.platform == "web":
+            # The web chat answers loopback or the token holder only: its user is the
+            # local admin (checked at the HTTP edge).
+            return True
+        return self._mode == "open" or self.is_admin(user) or paired or self._allowed(user, where)
+
+    def _allowed(self, user: str, where: ConversationKey) -> bool:
+        candidates = {user}
+        match where.platform:
             case "slack":
-                candidates.add(f"slack:{event.workspace}:*")
+                candidates.add(f"slack:{where.workspace}:*")
             case "discord":
-                candidates.add(f"discord:guild:{event.workspace}")
+                candidates.add(f"discord:guild:{where.workspace}")
             case "telegram":
-                candidates.add(f"telegram:chat:{event.channel}")
+                candidates.add(f"telegram:chat:{where.channel}")
         return not candidates.isdisjoint(self._allow)
+
+
+class Membership:
+    """Whether a person may talk to the agent in a conversation now: the policy, then
+    (only when the policy alone does not let them in) whether they are paired."""
+
+    def __init__(self, policy: AccessPolicy, is_paired: Callable[[str], Awaitable[bool]]) -> None:
+        self._policy = policy
+        self._is_paired = is_paired
+
+    async def may_talk(self, user: str, where: ConversationKey) -> bool:
+        """True when ``user`` may talk to the agent in ``where``."""
+        if self._policy.admits(user, where, paired=False):
+            return True
+        return self._policy.admits(user, where, paired=await self._is_paired(user))

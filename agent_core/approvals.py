@@ -13,7 +13,7 @@ import structlog
 
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
-from agent_core.events import Edit, MessageRef, Reply
+from agent_core.events import ConversationKey, Edit, MessageRef, Reply
 from agent_core.records import ApprovalDecision, ApprovalRecord, ApprovalStatus
 from agent_core.storage.store import Store
 
@@ -41,21 +41,34 @@ class Approvals:
         outbound: Outbound,
         *,
         admins: Collection[str],
-        is_member: Callable[[str], Awaitable[bool]] | None = None,
+        may_talk: Callable[[str, ConversationKey], Awaitable[bool]] | None = None,
     ) -> None:
         self._store = store
         self._outbound = outbound
         self._admins = frozenset(admins)
-        self._is_member = is_member
+        self._may_talk = may_talk
 
-    async def may_decide(self, approval: ApprovalRecord, user: str) -> bool:
-        """The requester, an admin, or an approver the policy names: a user, or a role
-        (``role:admin``, ``role:member`` = anyone who may talk to the agent)."""
-        if user == approval.requested_by or user in self._admins or user in approval.approvers:
-            return True
-        if "role:member" in approval.approvers and self._is_member is not None:
-            return await self._is_member(user)
-        return False
+    async def refusal(self, approval: ApprovalRecord, user: str) -> str | None:
+        """Why ``user`` may not decide this approval (None: they may).
+
+        The requester may (unless policy says ``self_approve = false``), as long as they may
+        still talk to the agent there; so may admins, and the approvers the policy names: a
+        user, or a role (``role:admin``, ``role:member`` = anyone who may talk to the agent
+        in that conversation)."""
+        if user == approval.requested_by:
+            if not approval.self_approve:
+                return "own_request"
+            if not await self._talks(user, approval):
+                return "no_access"
+            return None
+        if user in self._admins or user in approval.approvers:
+            return None
+        if "role:member" in approval.approvers and await self._talks(user, approval):
+            return None
+        return "not_approver"
+
+    async def _talks(self, user: str, approval: ApprovalRecord) -> bool:
+        return self._may_talk is None or await self._may_talk(user, approval.conversation)
 
     async def decide(
         self, approval_id: str, *, decision: ApprovalDecision, user: str
@@ -64,8 +77,9 @@ class Approvals:
         approval = await self._store.approval(approval_id)
         if approval is None:
             raise ApprovalNotFound(approval_id)
-        if not await self.may_decide(approval, user):
-            raise NotAllowedToDecide(approval_id, user)
+        reason = await self.refusal(approval, user)
+        if reason is not None:
+            raise NotAllowedToDecide(approval_id, user, reason)
         if approval.status != "pending":
             raise AlreadyDecided(approval_id, approval.status, approval.decided_by)
         status = _STATUS[decision]
@@ -99,6 +113,23 @@ class Approvals:
                 expired.append(decided)
         return expired
 
+    async def cancel(self, approval_id: str) -> ApprovalRecord | None:
+        """Cancel a pending approval whose requester may no longer talk to the agent (its
+        turn resumes with a denial); None when it was decided already."""
+        approval = await self._store.approval(approval_id)
+        if approval is None:
+            return None
+        decided = await self._store.decide_approval(
+            approval_id,
+            status="cancelled",
+            user="chatgate",
+            note=_note(approval, "cancelled", "chatgate"),
+        )
+        if decided is not None:
+            log.info("approval cancelled: the requester lost access", approval_id=approval_id)
+            await self._edit_prompt(decided)
+        return decided
+
     async def _edit_prompt(self, approval: ApprovalRecord) -> None:
         """Show the decision on the prompt; when the prompt's receipt was never stored (the
         process stopped between sending it and recording it), say it in a new message."""
@@ -122,6 +153,11 @@ class Approvals:
 def _note(approval: ApprovalRecord, status: ApprovalStatus, user: str) -> str:
     if status == "expired":
         return f"The approval for {approval.tool} expired: nobody decided in time."
+    if status == "cancelled":
+        return (
+            f"The approval for {approval.tool} was cancelled: {approval.requested_by} may no "
+            "longer use the agent here."
+        )
     if approval.kind == "recovery":
         action = "chose to run it again" if status == "approved" else "chose to skip it"
         return f"{user} {action}: {approval.tool}"

@@ -68,7 +68,13 @@ class AlreadyDecided(ApprovalError):
 
 
 class NotAllowedToDecide(ApprovalError):
-    """Only the requester, an admin or a listed approver may decide."""
+    """Only the requester, an admin or a listed approver may decide; ``reason`` says why
+    this person may not: ``not_approver``, ``own_request`` (policy needs someone else) or
+    ``no_access`` (they may no longer talk to the agent)."""
+
+    def __init__(self, approval_id: str, user: str, reason: str = "not_approver") -> None:
+        super().__init__(approval_id, user, reason)
+        self.reason = reason
 
 
 class Signal(ChatgateError):

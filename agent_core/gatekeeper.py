@@ -16,9 +16,9 @@ from typing import Literal, TypeAlias
 import structlog
 from pydantic import JsonValue
 
-from agent_core.access import AccessPolicy, pairing_code
+from agent_core.access import AccessPolicy, Membership, pairing_code
 from agent_core.delivery import Outbound
-from agent_core.events import InboundMessage, Reply, utcnow
+from agent_core.events import ConversationKey, InboundMessage, Reply, utcnow
 from agent_core.ratelimit import Limiter
 from agent_core.records import Accepted
 from agent_core.storage.store import Store
@@ -51,10 +51,15 @@ class Gatekeeper:
         self._pairing_ttl = pairing_ttl
         self._max_pending = max_pending
         self._refused: dict[str, float] = {}
+        self._membership = Membership(policy, store.is_paired)
 
     async def is_member(self, user: str) -> bool:
         """May this user talk to the agent (outside any particular group)?"""
         return self._policy.is_member(user) or await self._store.is_paired(user)
+
+    async def may_talk(self, user: str, where: ConversationKey) -> bool:
+        """May this user talk to the agent in this conversation, now?"""
+        return await self._membership.may_talk(user, where)
 
     async def admit(self, event: InboundMessage) -> Admission:
         """The verdict for a message (before it is ledgered; nothing is spent yet)."""

@@ -29,7 +29,8 @@ from agent_core.errors import LeaseLost
 from agent_core.events import Reply, utcnow
 from agent_core.loop import TurnRunner, heartbeat
 from agent_core.memory_upkeep import MemoryUpkeep
-from agent_core.records import JobRecord, TurnStatus
+from agent_core.records import JobRecord, TurnRecord, TurnStatus
+from agent_core.revocation import JOB_REFUSED, NO_ACCESS, MayTalk, deliver_note
 from agent_core.storage.store import Store
 
 log = structlog.get_logger("chatgate.jobs")
@@ -77,12 +78,15 @@ class JobRunner:
         *,
         policy: JobPolicy,
         upkeep: MemoryUpkeep | None = None,
+        may_talk: MayTalk | None = None,
     ) -> None:
         self._store = store
         self._runner = runner
         self._outbound = outbound
         self.policy = policy
         self._upkeep = upkeep
+        # Asked before a queued turn runs: its owner may have lost access since.
+        self._may_talk = may_talk
         # Set when the process stops: a job cancelled then is handed back at once.
         self.draining = False
         # Awaited before each model call of a job's turn: lets interactive turns go first.
@@ -131,6 +135,11 @@ class JobRunner:
         assert job.turn_id is not None
         turn = await self._store.load_turn(job.turn_id)
         if turn.status not in ("done", "failed"):
+            if self._may_talk is not None and not await self._may_talk(
+                turn.user, turn.conversation
+            ):
+                await self._refuse(job, turn, owner=owner)
+                return
             turn = await self._store.start_turn(job.turn_id)
             last = job.attempts >= self.policy.max_attempts
             try:
@@ -168,6 +177,23 @@ class JobRunner:
                 )
             )
             await self._store.note_sent(outcome.note_id, receipt=receipt)
+
+    async def _refuse(self, job: JobRecord, turn: TurnRecord, *, owner: str) -> None:
+        """The job's owner may no longer talk to the agent: no model call; the job ends,
+        its schedule pauses, and the conversation is told."""
+        kind = "schedule" if job.schedule_id else "bg"
+        text = JOB_REFUSED[kind].format(id=job.schedule_id, user=turn.user)
+        note_id = await self._store.refuse_job(job.id, owner=owner, error=NO_ACCESS, note=text)
+        log.warning("job not run: its owner lost access", user=turn.user)
+        if note_id is not None:
+            await deliver_note(
+                self._store,
+                self._outbound,
+                turn.conversation,
+                note_id,
+                text,
+                key=f"job:{job.id}:no-access",
+            )
 
     async def _run_upkeep(self, job: JobRecord, *, owner: str) -> None:
         """An ``extract`` or ``maintain`` job: no turn, no reply; retried like a turn."""

@@ -35,7 +35,7 @@ from agent_core import tracing
 from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost, ModelError, Suspended
-from agent_core.events import Reply
+from agent_core.events import ConversationKey, Reply
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.model import ChatMessage, Model, ToolCallRequest
@@ -103,8 +103,11 @@ class TurnRunner:
         tools_offered: int = 32,
         summarizer: Model | None = None,
         extract_memories: bool = False,
+        may_talk: Callable[[str, ConversationKey], Awaitable[bool]] | None = None,
     ) -> None:
         self._store = store
+        # Asked before a turn that waited goes on: its person may have lost access since.
+        self._may_talk = may_talk
         self._tools_offered = tools_offered
         self._extract = extract_memories
         self._prompter = (
@@ -216,6 +219,9 @@ class TurnRunner:
                 if turn.attempts >= self._max_attempts:
                     status = await self._give_up(turn)
                     return status
+                if await self._lost_access(turn):
+                    status = await self._stop_for_access(turn)
+                    return status
                 try:
                     answer = await self._think(
                         turn, retry_errors=retry_errors, before_step=before_step
@@ -255,6 +261,25 @@ class TurnRunner:
             except Exception:
                 log.exception("could not tell the user the turn was abandoned")
         await self._store.finish_turn(turn.id, status="failed", error=error)
+        return "failed"
+
+    async def _lost_access(self, turn: TurnRecord) -> bool:
+        """A person's turn that resumes after waiting (their approval, a restart), when they
+        may no longer talk to the agent there. Fresh turns were admitted moments ago, and
+        queued ones are checked by their job."""
+        if self._may_talk is None or turn.queued or not turn.steps:
+            return False
+        if any(step.kind == "reply" for step in turn.steps):
+            return False  # only its delivery is left
+        return not await self._may_talk(turn.user, turn.conversation)
+
+    async def _stop_for_access(self, turn: TurnRecord) -> TurnStatus:
+        log.warning("turn stopped: its person lost access", user=turn.user)
+        text = f"Stopped: {turn.user} may no longer use the agent here."
+        seq = max((step.seq for step in turn.steps), default=0) + 1
+        await self._reply_step(
+            turn, seq, role="system", text=text, status="failed", error="no access"
+        )
         return "failed"
 
     async def _think(

@@ -47,6 +47,8 @@ class PolicyRule(BaseModel):
     args: dict[str, str] = Field(default_factory=dict)
     decision: Decision
     approvers: list[str] = Field(default_factory=list)
+    # False: whoever asked for the call may not approve it; another approver must.
+    self_approve: bool = True
 
     @field_validator("approvers")
     @classmethod
@@ -138,6 +140,10 @@ class Permissions:
             if rule.matches(call):
                 found.extend(a for a in rule.approvers if a not in found)
         return tuple(found)
+
+    def self_approve(self, call: ToolCall) -> bool:
+        """May the requester approve this call? No, when any matching rule says so."""
+        return all(rule.self_approve for rule in self._rules if rule.matches(call))
 
 
 def _rules_check(rules: Sequence[PolicyRule]) -> Check:

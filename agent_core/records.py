@@ -13,7 +13,9 @@ from agent_core.events import ConversationKey
 Role: TypeAlias = Literal["user", "assistant", "approval", "system"]
 TurnStatus: TypeAlias = Literal["pending", "running", "waiting", "done", "failed"]
 ApprovalKind: TypeAlias = Literal["tool", "recovery"]
-ApprovalStatus: TypeAlias = Literal["pending", "approved", "allowed", "denied", "expired"]
+ApprovalStatus: TypeAlias = Literal[
+    "pending", "approved", "allowed", "denied", "expired", "cancelled"
+]
 ApprovalDecision: TypeAlias = Literal["approve", "allow_conversation", "deny"]
 StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply"]
 StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
@@ -53,6 +55,8 @@ class ApprovalRecord:
     prompt_message_id: str | None = None
     created_at: datetime | None = None
     decided_at: datetime | None = None
+    # False: the requester may not approve it (a ``self_approve = false`` policy rule).
+    self_approve: bool = True
     # Set by a decision: the jobs of a queued turn that are due again because of it.
     requeued_jobs: tuple[int, ...] = ()
 
@@ -73,6 +77,7 @@ class ApprovalRequest:
     expires_at: datetime
     prompt_text: str
     call_id: str
+    self_approve: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,3 +296,15 @@ class JobOutcome:
 
     paused: ScheduleRecord | None = None
     note_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OwnedWork:
+    """Something that acts for a person later (a pending approval of theirs, a schedule
+    they made): stopped once they may no longer talk to the agent there."""
+
+    kind: Literal["approval", "schedule"]
+    id: str
+    user: str
+    conversation_id: str
+    conversation: ConversationKey

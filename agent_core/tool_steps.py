@@ -183,6 +183,7 @@ class ToolRound:
                 expires_at=utcnow() + self._approval_ttl,
                 prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
                 call_id=call.id,
+                self_approve=self._permissions.self_approve(request),
             )
             approval = await self._store.request_approval(turn, seq, asked)
             return await self._await_decision(turn, approval, seq)
@@ -202,11 +203,14 @@ class ToolRound:
                 turn.id, seq, kind="tool_call", status="ambiguous", output=None
             )
             shown = json.dumps(arguments, ensure_ascii=False)
+            # Running it again is running it: the same people may decide.
+            request = ToolCall(name=call.name, arguments=arguments)
             asked = ApprovalRequest(
                 kind="recovery",
                 tool=call.name,
                 arguments=_json(arguments),
-                approvers=(),
+                approvers=self._permissions.approvers(request),
+                self_approve=self._permissions.self_approve(request),
                 expires_at=utcnow() + self._approval_ttl,
                 prompt_text=(
                     f"chatgate restarted while running {call.name} {shown}; it may or may not "

@@ -14,12 +14,12 @@ import structlog
 from aiohttp import web
 
 from adapters.web import WebHub
-from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
 from agent_core.model import Model
 from agent_core.ratelimit import Limiter, local_limiters
+from agent_core.revocation import Revocations
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
@@ -36,6 +36,7 @@ from gateway.web import api
 from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
 from workers.runtime import (
+    access_policy,
     budget_limits,
     build_core,
     build_model,
@@ -79,6 +80,7 @@ async def _sweep(runtime: Runtime, interval: float) -> None:
     while not runtime.stopping.is_set():
         try:
             await runtime.dispatcher.expire_approvals()
+            await runtime.dispatcher.enforce_access()
             found = await runtime.store.conversations_needing_work()
             if found:
                 log.debug("sweep found work", conversations=len(found))
@@ -152,15 +154,13 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
             gate = Gatekeeper(
                 store,
                 outbound,
-                policy=AccessPolicy(
-                    mode=settings.access, allow=settings.allow, admins=settings.admins
-                ),
+                policy=access_policy(settings),
                 users=users,
                 conversations=conversations,
                 pairing_ttl=timedelta(minutes=settings.pairing_minutes),
                 max_pending=settings.pairing_max_pending,
             )
-            approvals = Approvals(store, outbound, admins=settings.admins, is_member=gate.is_member)
+            approvals = Approvals(store, outbound, admins=settings.admins, may_talk=gate.may_talk)
             owner = process_owner()
 
             async def work(conversation_id: str) -> int:
@@ -206,6 +206,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                     jobs=queue,
                     faults=core.faults,
                     budgets=budget_limits(settings),
+                    revocations=Revocations(
+                        store, outbound, approvals=approvals, may_talk=gate.may_talk
+                    ),
                 ),
             )
             app[RUNTIME] = runtime

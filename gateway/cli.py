@@ -232,7 +232,11 @@ def pairing_revoke(user: str) -> None:
     if not _with_store(lambda store: store.revoke_user(user, actor=_actor())):
         typer.echo(f"chatgate: {user} is not paired", err=True)
         raise typer.Exit(1)
-    typer.echo(f"{user} may no longer talk to the agent")
+    typer.echo(
+        f"{user} may no longer talk to the agent; a running gateway cancels their pending "
+        "approvals and pauses their schedules within seconds, and none of their queued work "
+        "calls the model"
+    )
 
 
 telegram = typer.Typer(help="Register or remove the Telegram webhook.", no_args_is_help=True)

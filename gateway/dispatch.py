@@ -16,6 +16,7 @@ from agent_core.errors import (
     AlreadyDecided,
     ApprovalError,
     ApprovalNotFound,
+    NotAllowedToDecide,
     ScheduleActionError,
 )
 from agent_core.events import InboundMessage
@@ -29,6 +30,7 @@ from agent_core.records import (
     RunRecord,
     ScheduleRecord,
 )
+from agent_core.revocation import Revocations
 from agent_core.scheduling import ScheduleAction, Schedules
 from agent_core.storage.store import Store
 from gateway.metrics import Metrics
@@ -53,6 +55,7 @@ class Dispatcher:
         jobs: JobQueue,
         faults: FaultPoints | None = None,
         budgets: BudgetLimits | None = None,
+        revocations: Revocations | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
@@ -64,6 +67,7 @@ class Dispatcher:
         self._jobs = jobs
         self._faults = faults or FaultPoints()
         self._budgets = budgets or BudgetLimits()
+        self._revocations = revocations
 
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
@@ -283,6 +287,15 @@ class Dispatcher:
             self._metrics.approval_ended(approval)
             await self._resume(approval)
 
+    async def enforce_access(self) -> None:
+        """Cancel the approvals and pause the schedules of people who lost access, and
+        wake the turns those approvals held."""
+        if self._revocations is None:
+            return
+        for approval in await self._revocations.sweep():
+            self._metrics.approval_ended(approval)
+            await self._resume(approval)
+
     def reject(self, platform: str) -> None:
         """Count an inbound request that was refused before reaching the ledger."""
         self._metrics.inbound.labels(platform, "rejected").inc()
@@ -317,6 +330,10 @@ def refusal(error: ApprovalError) -> str:
         return f"There is no approval {approval_id}."
     if isinstance(error, AlreadyDecided):
         return f"{approval_id} was already decided."
+    if isinstance(error, NotAllowedToDecide) and error.reason == "own_request":
+        return f"You asked for {approval_id}: policy needs someone else to approve it."
+    if isinstance(error, NotAllowedToDecide) and error.reason == "no_access":
+        return f"You may no longer talk to the agent, so you cannot decide {approval_id}."
     return f"You may not decide {approval_id}: ask the person who asked, or an admin."
 
 

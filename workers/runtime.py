@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import structlog
 
 from adapters.web import WebHub, WebSender
+from agent_core.access import AccessPolicy, Membership
 from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
 from agent_core.events import Platform
@@ -238,6 +239,7 @@ def build_core(
     secrets = load_secrets(settings)
     mcp = McpServers(settings.mcp.servers)
     schedules = build_schedules(settings, store)
+    membership = Membership(access_policy(settings), store.is_paired)
     tool_round = ToolRound(
         store,
         outbound=outbound,
@@ -262,6 +264,7 @@ def build_core(
         tools_offered=settings.tools_offered,
         summarizer=summarizer,
         extract_memories=settings.memory_extract,
+        may_talk=membership.may_talk,
     )
     jobs = JobRunner(
         store,
@@ -274,6 +277,7 @@ def build_core(
             failure_limit=settings.schedule_failure_limit,
         ),
         upkeep=MemoryUpkeep(store, summarizer),
+        may_talk=membership.may_talk,
     )
     return Core(
         store=store,
@@ -286,6 +290,11 @@ def build_core(
         faults=faults,
         mcp=mcp,
     )
+
+
+def access_policy(settings: Settings) -> AccessPolicy:
+    """Who may talk to the agent (``CHATGATE_ACCESS``, ``_ALLOW``, ``_ADMINS``)."""
+    return AccessPolicy(mode=settings.access, allow=settings.allow, admins=settings.admins)
 
 
 def maintenance_cron(settings: Settings) -> str | None:

@@ -27,7 +27,7 @@ SCRATCH_INSIDE = "/scratch"
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 # After the command ends, how long its last output may take to arrive.
 _DRAIN = 0.2
-_CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 # A backend's probe: this command, in this scratch directory (no conversation id starts
 # with _), must give this result.
 PROBE = "_probe"
@@ -91,14 +91,20 @@ def sandbox_uid() -> int:
 
 def scratch_dir(root: Path, conversation_id: str) -> Path:
     """The conversation's working directory, created on first use (owned by the sandbox's
-    uid, reachable but not listable above it).
+    uid).
 
-    Nothing inside it is touched here: a command controls what lies there, symbolic links
-    included, and chatgate may run as root."""
-    if not _CONVERSATION_ID.fullmatch(conversation_id):
+    As root, the directories above it may be entered by nobody's group alone (nobody
+    needs to reach its own directory through them; no other local user may, so nothing a
+    command leaves there, a set-uid program say, is in their reach). Nothing inside it is
+    touched here: a command controls what lies there, symbolic links included."""
+    if conversation_id != PROBE and not _CONVERSATION_ID.fullmatch(conversation_id):
         raise ValueError(f"not a conversation id: {conversation_id!r}")
     base = root / "scratch"
-    base.mkdir(mode=0o711, parents=True, exist_ok=True)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.getuid() == 0:
+        for directory in (root, base):
+            os.chown(directory, 0, NOBODY, follow_symlinks=False)
+            directory.chmod(0o710)
     path = base / conversation_id
     try:
         path.mkdir(mode=0o700)
@@ -107,9 +113,6 @@ def scratch_dir(root: Path, conversation_id: str) -> Path:
             raise ValueError(f"{path} is not a directory") from None
         return path
     if os.getuid() == 0:
-        # The commands run as nobody: they must reach their directory through ours.
-        for directory in (root, base):
-            directory.chmod(0o711)
         os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
     return path
 
@@ -121,12 +124,15 @@ async def run_process(
     limits: SandboxLimits,
     cwd: Path | None = None,
     user: int | None = None,
+    pass_fds: Sequence[int] = (),
     on_timeout: Callable[[], Awaitable[None]] | None = None,
+    finished: Callable[[], None] | None = None,
     status_of: Callable[[int], str] | None = None,
 ) -> str:
     """Run ``argv`` in a new session; return its status line and its output (head and tail
     kept). At the wall-clock limit the whole session is killed, then ``on_timeout`` runs
-    (a container is removed there).
+    (a container is removed there). ``finished`` is called when the run ends, either way,
+    once the session is killed. ``pass_fds`` are inherited by the process.
 
     The output pipe is ours, not the subprocess transport's: a process that escaped the
     session and still holds it (possible only without a sandbox) delays nothing."""
@@ -143,6 +149,7 @@ async def run_process(
             stdout=write_end,
             stderr=write_end,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
             **extra,  # type: ignore[arg-type]
         )
     except BaseException:
@@ -169,6 +176,8 @@ async def run_process(
                 await output.closed.wait()
     finally:
         _kill_session(process.pid)
+        if finished is not None:
+            finished()
         transport.close()
         with contextlib.suppress(ProcessLookupError):
             await process.wait()

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     text,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -170,7 +172,10 @@ approvals = Table(
     Column("arguments", JSON, nullable=False),
     Column("requested_by", String(255), nullable=False),
     Column("approvers", JSON, nullable=False),
-    # pending -> approved | allowed (for the conversation) | denied | expired
+    # False: the requester may not approve it; another approver must.
+    Column("self_approve", Boolean, nullable=False, server_default=true()),
+    # pending -> approved | allowed (for the conversation) | denied | expired | cancelled
+    # (the requester's access was revoked)
     Column("status", String(16), nullable=False),
     Column("decided_by", String(255)),
     Column("decided_at", UTCDateTime()),

@@ -30,6 +30,7 @@ from agent_core.records import (
     MemoryScope,
     MessageRecord,
     NewSchedule,
+    OwnedWork,
     PairedUser,
     PairingRequest,
     Role,
@@ -47,6 +48,7 @@ from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger, upkeep
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import memory as memory_sql
+from agent_core.storage import owners as owner_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
@@ -380,6 +382,30 @@ class Store:
     async def pairing_listing(self) -> tuple[list[PairingRequest], list[PairedUser]]:
         """Pending requests and paired users."""
         return await self.database.read(access_sql.listing)
+
+    async def latest_revocation(self) -> datetime | None:
+        """When anyone was last revoked (None: never)."""
+        return await self.database.read(owner_sql.latest_revocation)
+
+    async def revoked_since(self, since: datetime | None) -> list[str]:
+        """Users revoked after ``since`` (all revoked users when None)."""
+        return await self.database.read(owner_sql.revoked_since, since)
+
+    async def owned_work(self, users: Sequence[str] | None) -> list[OwnedWork]:
+        """Pending approvals and active schedules of ``users`` (everyone's when None)."""
+        return await self.database.read(owner_sql.owned_work, users)
+
+    async def pause_for_access(self, work: OwnedWork, *, note: str) -> int | None:
+        """Pause a schedule whose owner lost access, with a note; the note's id, or None
+        when it was not active any more."""
+        return await self.database.write(owner_sql.pause_schedule, work, note=note)
+
+    async def refuse_job(self, job_id: int, *, owner: str, error: str, note: str) -> int | None:
+        """Close a job without running it (its owner lost access); the note's id, or None
+        when the job is no longer ours."""
+        return await self.database.write(
+            owner_sql.refuse_job, job_id, owner=owner, error=error, note=note
+        )
 
     # -- approvals -------------------------------------------------------------------------
 

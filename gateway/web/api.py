@@ -28,6 +28,7 @@ from agent_core.errors import (
 )
 from agent_core.records import ConversationRecord
 from agent_core.storage.access import PairingRefused
+from gateway.dispatch import refusal
 from gateway.routes import Handler, json_error, read_json
 from gateway.runtime import RUNTIME
 
@@ -109,8 +110,8 @@ async def decide(request: web.Request) -> web.Response:
         decided = await runtime.dispatcher.decide(approval_id, decision=decision, user=user)
     except ApprovalNotFound:
         return json_error(404, "no such approval")
-    except NotAllowedToDecide:
-        return json_error(403, f"{user} may not decide this approval")
+    except NotAllowedToDecide as exc:
+        return json_error(403, refusal(exc))
     except AlreadyDecided:
         current = await runtime.store.approval(approval_id)
         extra = approval_item(current) if current else {}

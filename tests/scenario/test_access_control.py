@@ -239,7 +239,7 @@ async def test_a_policy_can_let_any_member_approve(database: Database) -> None:
         gate.store, 1, command="make deploy", approvers=("role:member",)
     )
     approvals = Approvals(
-        gate.store, gate.outbound, admins=("telegram:1",), is_member=gate.gate.is_member
+        gate.store, gate.outbound, admins=("telegram:1",), may_talk=gate.gate.may_talk
     )
     with pytest.raises(NotAllowedToDecide):
         await approvals.decide(pending.id, decision="approve", user="telegram:77")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_core.sandbox import seccomp
 from agent_core.sandbox.base import PROBE, SandboxLimits, SandboxUnavailable, scratch_dir
 from agent_core.sandbox.bwrap import SYSTEM, BwrapSandbox
 from agent_core.sandbox.choose import SandboxConfig, choose_sandbox
@@ -228,6 +230,76 @@ async def test_cpu_memory_and_file_size_limits(bwrap: BwrapSandbox, state: Path)
     assert big.rstrip().endswith("\n1048576")
     tmp = await _run(bwrap, state, "head -c 3000000 /dev/zero > /tmp/big", tmp_mb=1)
     assert "No space left on device" in tmp
+    shm = await _run(bwrap, state, "head -c 3000000 /dev/zero > /dev/shm/big", tmp_mb=1)
+    assert "No space left on device" in shm
+    dev = await _run(bwrap, state, "echo x > /dev/big; echo x > /dev/null && echo null-ok")
+    assert "Read-only file system" in dev
+    assert "null-ok" in dev
+
+
+async def test_no_ptrace_no_keyring_no_process_memory(bwrap: BwrapSandbox, state: Path) -> None:
+    """The seccomp filter refuses what reaches across processes or into kernel state
+    shared by every sandbox of the same host user: ptrace (of bwrap's PID 1 too),
+    process_vm_readv, the keyring."""
+    probe = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "for name, number, args in (('ptrace', 101, (16, 1, 0, 0)),"
+        " ('process_vm_readv', 310, (1, 0, 0, 0, 0, 0)),"
+        " ('add_key', 248, (b'user', b'k', b'v', 1, -3)), ('keyctl', 250, (0, -3, 0, 0))):\n"
+        "    result = libc.syscall(number, *args)\n"
+        "    print(name, result, os.strerror(ctypes.get_errno()))\n"
+    )
+    if os.uname().machine != "x86_64":
+        pytest.skip("the syscall numbers in this probe are x86_64's")
+    result = await _run(bwrap, state, f'python3 -c "{probe}"')
+    for name in ("ptrace", "process_vm_readv", "add_key", "keyctl"):
+        assert f"{name} -1 Operation not permitted" in result
+
+
+async def test_the_time_limit_holds_even_if_pid_1_is_told_to_stay(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the seccomp filter taken away, a command that ptraces bwrap's PID 1 and clears
+    its die-with-parent signal still ends at the time limit: chatgate kills PID 1 itself."""
+    assert shutil.which("gdb"), "this test needs gdb (Debian's gdb package)"
+    monkeypatch.setattr(seccomp, "program", lambda machine=None: None)
+    sandbox = BwrapSandbox(state_dir=state)
+    await sandbox.probe()
+    marker = str(25000 + uuid.uuid4().int % 5000)
+    command = f"gdb -p 1 -batch -ex 'call (int)prctl(1, 0, 0, 0, 0)'; sleep {marker}"
+    result = await _run(sandbox, state, command, timeout=5)
+    assert result.startswith("killed after 5s")
+    assert "$1 = 0" in result  # the attack itself worked
+    assert await wait_until_gone(f"sleep {marker}") == []
+
+
+async def test_the_command_text_is_on_no_command_line(bwrap: BwrapSandbox, state: Path) -> None:
+    """Other users of the host see neither the command nor the scratch path in ``ps``."""
+    marker = f"canary-{uuid.uuid4().hex[:8]}"
+    running = asyncio.create_task(_run(bwrap, state, f"X={marker}; sleep 1.5; echo $X"))
+    await asyncio.sleep(0.7)
+    seen = live_processes(marker) + live_processes(str(scratch_dir(state, "c1")))
+    assert (await running).endswith(f"{marker}\n")
+    assert seen == []
+
+
+def test_as_root_other_users_cannot_reach_scratch_directories(state: Path) -> None:
+    """Only nobody's group may enter the directories above the scratch directories, so a
+    command that opens its own directory wide still exposes nothing to other local users."""
+    if os.getuid() != 0:
+        pytest.skip("as another user chatgate's state directory is its own (0700)")
+    scratch = scratch_dir(state, "c1")
+    scratch.chmod(0o755)
+    (scratch / "note").write_text("private")
+    (scratch / "note").chmod(0o644)
+    other = subprocess.run(
+        ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "cat", str(scratch / "note")],
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode != 0
+    assert "Permission denied" in other.stderr
 
 
 async def test_output_is_capped_with_head_and_tail(bwrap: BwrapSandbox, state: Path) -> None:
