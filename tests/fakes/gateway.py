@@ -79,11 +79,18 @@ class GatewayProcess:
         }
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # What runs the gateway's command (default: the venv's chatgate script).
+        self.launcher: list[str] = [str(CHATGATE)]
 
     @property
     def pid(self) -> int | None:
         """The running process's id."""
         return None if self.process is None else self.process.pid
+
+    def environment(self, **overrides: str) -> dict[str, str]:
+        """The environment the gateway runs with."""
+        settings = {**self.settings, **overrides}
+        return child_env(**{k: v for k, v in settings.items() if v != ""})
 
     @property
     def log(self) -> str:
@@ -93,16 +100,14 @@ class GatewayProcess:
 
     def start(self, *, command: str = "gateway", **overrides: str) -> None:
         """Start and wait until /readyz answers 200."""
-        settings = {**self.settings, **overrides}
-        settings = {k: v for k, v in settings.items() if v != ""}
         self.starts += 1
         with (self.workdir / "gateway.log").open("ab") as log:
             log.write(f"--- start {self.starts} ---\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [str(CHATGATE), command],
+                [*self.launcher, command],
                 cwd=self.workdir,
-                env=child_env(**settings),
+                env=self.environment(**overrides),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
