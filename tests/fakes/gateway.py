@@ -189,6 +189,8 @@ class RoleProcess:
         self.settings = {"CHATGATE_LOG_LEVEL": "debug", **settings}
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # What runs the role's command (default: the venv's chatgate script).
+        self.launcher: list[str] = [str(CHATGATE)]
 
     @property
     def log(self) -> str:
@@ -203,7 +205,7 @@ class RoleProcess:
             log.write(f"--- start {self.starts} ---\n".encode())
             log.flush()
             self.process = subprocess.Popen(
-                [str(CHATGATE), self.command, *args],
+                [*self.launcher, self.command, *args],
                 cwd=self.workdir,
                 env=child_env(**self.settings),
                 stdout=log,
@@ -236,3 +238,63 @@ class RoleProcess:
     def stop(self) -> None:
         """Make sure nothing is left running."""
         self.kill()
+
+
+def as_user(uid: int, workdir: Path) -> list[str]:
+    """A launcher that runs chatgate as ``uid`` (tests run as root). This checkout, the
+    venv's packages and the venv's own interpreter may all live where only root can enter
+    (a pyenv under /root, say), so they are bind-mounted under ``workdir``, where any user
+    may reach them, in a mount namespace of the launcher's own; the interpreter is the
+    venv's (same version, same compiled packages). ``workdir`` is handed to ``uid``."""
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    site = Path(sys.prefix) / "lib" / version / "site-packages"
+    base = Path(sys.base_prefix)
+    interpreter = Path(os.path.realpath(sys.executable)).relative_to(base)
+    mounts = workdir / "mnt"
+    sources = {"repo": ROOT, "site": site, "python": base}
+    for name in sources:
+        (mounts / name).mkdir(parents=True, exist_ok=True)
+    for path in (workdir, mounts):
+        path.chmod(0o755)
+    os.chown(workdir, uid, uid)
+    repo = mounts / "repo"
+    binds = []
+    for name, source in sources.items():
+        binds += [str(source), str(mounts / name)]
+    script = (
+        'while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 1; shift 2; done; shift; exec "$@"'
+    )
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        *binds,
+        "--",
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--",
+        "env",
+        f"PYTHONPATH={repo / 'tests' / 'netguard'}:{repo}:{mounts / 'site'}",
+        f"LD_LIBRARY_PATH={mounts / 'python' / 'lib'}",
+        f"HOME={workdir}",
+        str(mounts / "python" / interpreter),
+        "-m",
+        "gateway.cli",
+    ]
+
+
+def hardened(pid: int) -> bool:
+    """True when a process of a non-root user is not dumpable: the kernel then gives its
+    /proc files to root (proc(5))."""
+    status = Path(f"/proc/{pid}/status")
+    uid = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
+    assert uid.split()[1] != "0", "only a non-root process shows this"
+    return status.stat().st_uid == 0
