@@ -225,3 +225,38 @@ async def test_two_simultaneous_presses_run_the_tool_once(
     (winner,) = [await p.json() for p in presses if p.status == 200]
     expected = 1 if winner["status"] == "approved" else 0
     assert (len(effects.read_text().splitlines()) if effects.exists() else 0) == expected
+
+
+async def test_with_self_approve_off_the_web_requester_is_refused_and_an_admin_runs_it_once(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """``self_approve = false``: the web chat's own user gets 403 saying why; an admin's
+    decision runs the command once."""
+    model_server.script(
+        tool_call("run_command", {"command": "echo ran >> runs; cat runs"}), "Ran it."
+    )
+    config = _config(
+        tmp_path, '[[policy]]\ntool = "run_command"\ndecision = "ask"\nself_approve = false\n'
+    )
+    client = await make_client(
+        model_server,
+        CHATGATE_CONFIG=config,
+        CHATGATE_ADMINS="web:boss",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+    )
+    accepted = await _post(client, "run it")
+    items = await _until(client, accepted["conversation_id"], "approval")
+    approval = next(i for i in items if i["role"] == "approval")["approval"]
+    own = await client.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
+    assert own.status == 403
+    assert "policy needs someone else to approve it" in (await own.json())["error"]
+    await asyncio.sleep(0.5)
+    assert len(model_server.requests) == 1
+    boss = await client.post(
+        f"/api/approvals/{approval['id']}", json={"decision": "approve", "user": "boss"}
+    )
+    assert boss.status == 200
+    items = await _until(client, accepted["conversation_id"], "assistant")
+    assert items[-1]["text"] == "Ran it."
+    assert model_server.requests[1]["messages"][-1]["content"] == "exit code 0\nran\n"
+    assert len(model_server.requests) == 2

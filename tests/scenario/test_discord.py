@@ -207,3 +207,51 @@ def test_one_gateway_holds_the_session_and_another_takes_over_when_it_dies(
     finally:
         for process in processes:
             process.kill()
+
+
+def test_with_self_approve_off_the_requester_is_refused_and_an_admin_runs_it_once(
+    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
+) -> None:
+    """A policy with ``self_approve = false``: the requester's own press gets an ephemeral
+    refusal and runs nothing; an admin's press runs the command once."""
+    admin = "304444444444444444"
+    (tmp_path / "chatgate.toml").write_text(
+        '[[policy]]\ntool = "run_command"\ndecision = "ask"\nself_approve = false\n'
+    )
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_ADMINS=f"discord:{admin}",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        CHATGATE_CONFIG=str(tmp_path / "chatgate.toml"),
+        **discord.settings(),
+        **model_server.settings(),
+    )
+    model_server.script(
+        tool_call("run_command", {"command": "echo ran >> runs; cat runs"}), "Ran it."
+    )
+    gateway.start()
+    try:
+        discord.wait_connected()
+        discord.message_create("run it", mention=True)
+        [prompt] = _wait_created(discord, 1)
+        approve = prompt["components"][0]["components"][0]["custom_id"]
+        discord.press(prompt, approve, presser=ALICE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not _followups(discord):
+            time.sleep(0.05)
+        [refusal] = _followups(discord)
+        assert refusal["flags"] & 64
+        assert "policy needs someone else to approve it" in refusal["content"]
+        time.sleep(1)
+        assert len(model_server.requests) == 1
+        discord.press(prompt, approve, presser=admin)
+        [edit] = discord.wait_for(f"PATCH channels/{CHANNEL}/messages/{prompt['id']}", 1)
+        assert f"discord:{admin} approved run_command" in edit["content"]
+        assert _wait_created(discord, 2)[1]["content"] == "Ran it."
+        assert model_server.requests[1]["messages"][-1]["content"] == "exit code 0\nran\n"
+        time.sleep(1)
+        assert len(model_server.requests) == 2
+    finally:
+        gateway.stop()

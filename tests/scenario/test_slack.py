@@ -395,3 +395,57 @@ def test_jobs_in_slack_has_buttons_that_pause_and_resume(
     redrawn = next(b for b in update["blocks"] if b["type"] == "actions")["elements"]
     assert [b["text"]["text"] for b in redrawn] == ["Resume", "Delete"]
     assert "*paused*" in json.dumps(update["blocks"])
+
+
+SELF_APPROVE_OFF = """
+[[policy]]
+tool = "run_command"
+decision = "ask"
+self_approve = false
+"""
+
+
+def test_with_self_approve_off_the_requester_is_refused_and_an_admin_runs_it_once(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """A policy with ``self_approve = false``: the requester's own press is refused in
+    private and runs nothing; an admin's press runs the command once."""
+    (tmp_path / "chatgate.toml").write_text(SELF_APPROVE_OFF)
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_ADMINS="slack:U0ADMIN",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        CHATGATE_CONFIG=str(tmp_path / "chatgate.toml"),
+        **slack.settings(),
+        **model_server.settings(),
+    )
+    model_server.script(
+        tool_call("run_command", {"command": "echo ran >> runs; cat runs"}), "Ran it."
+    )
+    process.start()
+    try:
+        assert _post_event(process, _mention("run it", ts="1700000100.000100"))[0] == 200
+        [prompt] = slack.wait_for("chat.postMessage", 1)
+        blocks = (
+            prompt["blocks"] if isinstance(prompt["blocks"], list) else json.loads(prompt["blocks"])
+        )
+        approval_id = blocks[1]["elements"][0]["value"]
+        assert _press(process, approval_id, user="U0ALICE", message_ts=prompt_ts(slack)) == 200
+        [refusal] = slack.wait_for("chat.postEphemeral", 1)
+        assert refusal["user"] == "U0ALICE"
+        assert "policy needs someone else to approve it" in refusal["text"]
+        time.sleep(1)
+        assert len(model_server.requests) == 1
+        assert _press(process, approval_id, user="U0ADMIN", message_ts=prompt_ts(slack)) == 200
+        [update] = slack.wait_for("chat.update", 1)
+        assert update["text"] == "slack:U0ADMIN approved run_command"
+        posts = slack.wait_for("chat.postMessage", 2)
+        assert posts[1]["text"] == "Ran it."
+        assert model_server.requests[1]["messages"][-1]["content"] == "exit code 0\nran\n"
+        assert _press(process, approval_id, user="U0ADMIN", message_ts=prompt_ts(slack)) == 200
+        time.sleep(1)
+        assert len(model_server.requests) == 2
+    finally:
+        process.stop()

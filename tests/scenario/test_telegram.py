@@ -82,9 +82,10 @@ def _text(text: str, *, chat: int = ALICE, user: int = ALICE) -> dict[str, Any]:
         "from": {"id": user, "is_bot": False, "first_name": "Someone"},
         "text": text,
     }
-    if text.startswith("@"):
+    if text.startswith(("@", "/")):
+        kind = "mention" if text.startswith("@") else "bot_command"
         length = len(text.split()[0])
-        message["entities"] = [{"offset": 0, "length": length, "type": "mention"}]
+        message["entities"] = [{"offset": 0, "length": length, "type": kind}]
     return {"update_id": 800_000 + message_id, "message": message}
 
 
@@ -347,3 +348,51 @@ def test_one_gateway_polls_and_another_takes_over_when_it_dies(
     finally:
         first.kill()
         second.kill()
+
+
+def test_with_self_approve_off_the_requester_is_refused_and_an_admin_runs_it_once(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """A policy with ``self_approve = false``: the requester's own press gets an alert and
+    runs nothing, and so does ``/approve ID``; an admin's press runs the command once."""
+    admin = 4440000
+    (tmp_path / "chatgate.toml").write_text(
+        '[[policy]]\ntool = "run_command"\ndecision = "ask"\nself_approve = false\n'
+    )
+    gateway = _gateway(
+        database_url,
+        model_server,
+        telegram,
+        tmp_path,
+        CHATGATE_ADMINS=f"telegram:{admin}",
+        CHATGATE_CONFIG=str(tmp_path / "chatgate.toml"),
+    )
+    model_server.script(
+        tool_call("run_command", {"command": "echo ran >> runs; cat runs"}), "Ran it."
+    )
+    gateway.start()
+    try:
+        assert _post(gateway, _text(f"@{BOT_USERNAME} run it", chat=GROUP)) == 200
+        [prompt] = telegram.wait_for("sendMessage", 1)
+        approve = prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        shown = telegram.delivered[0]
+        assert _post(gateway, _callback(approve, user=ALICE, message=shown)) == 200
+        [refused] = telegram.wait_for("answerCallbackQuery", 1)
+        assert "policy needs someone else to approve it" in refused["text"]
+        approval_id = approve.split(":", 1)[1]
+        command = f"/approve@{BOT_USERNAME} {approval_id}"
+        assert _post(gateway, _text(command, chat=GROUP)) == 200
+        [told] = telegram.wait_for("sendMessage", 2)[1:]
+        assert "policy needs someone else to approve it" in told["text"]
+        time.sleep(1)
+        assert len(model_server.requests) == 1
+        assert _post(gateway, _callback(approve, user=admin, message=shown)) == 200
+        [edit] = telegram.wait_for("editMessageText", 1)
+        assert f"telegram:{admin} approved run_command" in edit["text"]
+        sent = telegram.wait_for("sendMessage", 3)
+        assert sent[2]["text"] == "Ran it."
+        assert model_server.requests[1]["messages"][-1]["content"] == "exit code 0\nran\n"
+        time.sleep(1)
+        assert len(model_server.requests) == 2
+    finally:
+        gateway.stop()
