@@ -13,6 +13,8 @@
    window vs reading it from the database.
 7. Scale-out (``bench/scale.py``): messages answered per second by 2 gateways vs 1 on
    PostgreSQL.
+8. The sandbox (``bench/sandbox.py``): one ``run_command`` through bwrap vs through the
+   unconfined subprocess (bar: under 50 ms).
 
 The machine is shared and noisy: each figure is a median of several runs, and the ratios
 matter more than the absolute numbers.
@@ -33,6 +35,7 @@ from pathlib import Path
 from bench.context import bench_context
 from bench.measure import cpu_and_peak
 from bench.queued import bench_dispatcher, bench_isolation
+from bench.sandbox import bench_sandbox
 from bench.scale import bench_scale
 from bench.slack import bench_slack
 from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
@@ -211,6 +214,7 @@ def main() -> None:
     bench_isolation()
     bench_context()
     bench_scale(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
+    bench_sandbox()
 
 
 if __name__ == "__main__":
