@@ -148,8 +148,6 @@ class BwrapSandbox:
             "--new-session",
             "--cap-drop",
             "ALL",
-            "--hostname",
-            "sandbox",
             "--info-fd",
             str(fds.info),
         ]
