@@ -96,37 +96,24 @@ class Approvals:
 
     async def expire_due(self) -> list[ApprovalRecord]:
         """Expire every pending approval whose time is up; their turns resume with a denial."""
-        expired: list[ApprovalRecord] = []
-        for approval_id in await self._store.due_approvals():
-            approval = await self._store.approval(approval_id)
-            if approval is None:
-                continue
-            decided = await self._store.decide_approval(
-                approval_id,
-                status="expired",
-                user="chatgate",
-                note=_note(approval, "expired", "chatgate"),
-            )
-            if decided is not None:
-                log.info("approval expired", approval_id=approval_id)
-                await self._edit_prompt(decided)
-                expired.append(decided)
-        return expired
+        expired = [await self._close(i, "expired") for i in await self._store.due_approvals()]
+        return [approval for approval in expired if approval is not None]
 
     async def cancel(self, approval_id: str) -> ApprovalRecord | None:
         """Cancel a pending approval whose requester may no longer talk to the agent (its
         turn resumes with a denial); None when it was decided already."""
+        return await self._close(approval_id, "cancelled")
+
+    async def _close(self, approval_id: str, status: ApprovalStatus) -> ApprovalRecord | None:
+        """chatgate decides a pending approval itself (expired, cancelled) and says so."""
         approval = await self._store.approval(approval_id)
         if approval is None:
             return None
         decided = await self._store.decide_approval(
-            approval_id,
-            status="cancelled",
-            user="chatgate",
-            note=_note(approval, "cancelled", "chatgate"),
+            approval_id, status=status, user="chatgate", note=_note(approval, status, "chatgate")
         )
         if decided is not None:
-            log.info("approval cancelled: the requester lost access", approval_id=approval_id)
+            log.info("approval closed by chatgate", approval_id=approval_id, status=status)
             await self._edit_prompt(decided)
         return decided
 

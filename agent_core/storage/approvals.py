@@ -17,13 +17,14 @@ from sqlalchemy import and_, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
-from agent_core.events import ConversationKey, utcnow
+from agent_core.events import utcnow
 from agent_core.records import (
     ApprovalRecord,
     ApprovalRequest,
     ApprovalStatus,
     TurnRecord,
 )
+from agent_core.storage import journal
 from agent_core.storage.jobs import requeue_waiting
 from agent_core.storage.schema import approvals, conversations, grants, messages, turn_steps, turns
 
@@ -245,12 +246,7 @@ def record(row: Row[Any]) -> ApprovalRecord:
         turn_id=int(row.turn_id),
         seq=int(row.seq),
         conversation_id=row.conversation_id,
-        conversation=ConversationKey(
-            platform=row.platform,
-            workspace=row.workspace,
-            channel=row.channel,
-            thread=row.thread or None,
-        ),
+        conversation=journal.conversation_key(row),
         kind=row.kind,
         tool=row.tool,
         arguments=row.arguments,

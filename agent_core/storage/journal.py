@@ -334,7 +334,8 @@ def _step(row: Row[Any]) -> StepRecord:
     )
 
 
-def conversation_key(row: Row[Any] | Row[Any, Any, Any, Any]) -> ConversationKey:
+def conversation_key(row: Any) -> ConversationKey:
+    """The key from a row that has platform, workspace, channel and thread columns."""
     return ConversationKey(
         platform=row.platform,
         workspace=row.workspace,

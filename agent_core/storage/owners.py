@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.engine import Connection
 
-from agent_core.events import ConversationKey, utcnow
+from agent_core.events import utcnow
 from agent_core.records import OwnedWork
 from agent_core.storage import journal
 from agent_core.storage.schema import approvals, conversations, jobs, paired_users, schedules
@@ -57,12 +57,7 @@ def owned_work(conn: Connection, users: Sequence[str] | None) -> list[OwnedWork]
                     id=str(row.id),
                     user=row.user,
                     conversation_id=row.conversation_id,
-                    conversation=ConversationKey(
-                        platform=row.platform,
-                        workspace=row.workspace,
-                        channel=row.channel,
-                        thread=row.thread or None,
-                    ),
+                    conversation=journal.conversation_key(row),
                 )
             )
     return found

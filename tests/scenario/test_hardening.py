@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.gateway import CHATGATE, GatewayProcess, RoleProcess, as_user, child_env, hardened
+from tests.scenario.test_cli import _chatgate as chatgate
 
 NON_ROOT = 10001
 
@@ -135,14 +136,7 @@ def test_fault_points_come_from_the_environment_only(tmp_path: Path) -> None:
     """In chatgate.toml a fault point is refused (exit 2); from the environment it is
     logged loudly at start and shown by doctor."""
     (tmp_path / "chatgate.toml").write_text('test_fault = ["after_send"]\n')
-    refused = subprocess.run(
-        [str(CHATGATE), "gateway"],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = chatgate("gateway", cwd=tmp_path)
     assert refused.returncode == 2
     assert "invalid setting test_fault" in refused.stderr
     assert "environment only" in refused.stderr
@@ -155,13 +149,8 @@ def test_fault_points_come_from_the_environment_only(tmp_path: Path) -> None:
         assert "TEST FAULT POINTS ARE SET" in gateway.log
     finally:
         gateway.stop()
-    doctor = subprocess.run(
-        [str(CHATGATE), "doctor"],
-        cwd=tmp_path,
-        env=child_env(CHATGATE_DATABASE_URL=url, CHATGATE_TEST_FAULT="after_send"),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    doctor = chatgate(
+        "doctor", cwd=tmp_path, CHATGATE_DATABASE_URL=url, CHATGATE_TEST_FAULT="after_send"
     )
     assert "WARN faults" in doctor.stdout
     assert "after_send" in doctor.stdout
@@ -173,23 +162,9 @@ def test_doctor_warns_about_a_config_or_database_others_can_read(tmp_path: Path)
     config.write_text('system_prompt = "hi"\n')
     config.chmod(0o644)
     url = f"sqlite+aiosqlite:///{tmp_path / 'chatgate.db'}"
-    doctor = subprocess.run(
-        [str(CHATGATE), "doctor"],
-        cwd=tmp_path,
-        env=child_env(CHATGATE_DATABASE_URL=url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    doctor = chatgate("doctor", cwd=tmp_path, CHATGATE_DATABASE_URL=url)
     assert "WARN files" in doctor.stdout
     assert "chmod 600 chatgate.toml" in doctor.stdout
     config.chmod(0o600)
-    again = subprocess.run(
-        [str(CHATGATE), "doctor"],
-        cwd=tmp_path,
-        env=child_env(CHATGATE_DATABASE_URL=url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = chatgate("doctor", cwd=tmp_path, CHATGATE_DATABASE_URL=url)
     assert "ok   files" in again.stdout

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -25,6 +23,7 @@ import pytest
 
 from tests.fakes.gateway import GatewayProcess, as_user, hardened, http
 from tests.fakes.model_server import FakeModelServer, Scripted
+from tests.scenario.test_cli import _chatgate as chatgate
 
 pytestmark = pytest.mark.any_database
 
@@ -196,29 +195,17 @@ def _attack(gateway: GatewayProcess, model: FakeModelServer, workdir: Path) -> N
     )
 
 
-def test_run_command_is_contained_with_the_gateway_as_root(
-    model_server: FakeModelServer, workdir: Path
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "uid-10001"])
+def test_run_command_is_contained(
+    model_server: FakeModelServer, workdir: Path, as_root: bool
 ) -> None:
-    """As root: commands run as nobody in their namespaces, and every wall holds."""
-    if os.getuid() != 0:
-        pytest.skip("this run is the root one; the other test is the non-root one")
+    """As root, commands run as nobody; as uid 10001 (like the image and the systemd unit)
+    they run as that same uid, so only the namespaces keep the gateway's files, memory and
+    API from them. Every wall holds either way."""
+    if as_root and os.getuid() != 0:
+        pytest.skip("the suite does not run as root here")
     model_server.respond = _answer
-    gateway = _gateway(workdir, model_server, uid=None)
-    try:
-        gateway.start()
-        assert "sandbox ready" in gateway.log
-        _attack(gateway, model_server, workdir)
-    finally:
-        gateway.stop()
-
-
-def test_run_command_is_contained_with_the_gateway_as_a_non_root_user(
-    model_server: FakeModelServer, workdir: Path
-) -> None:
-    """As uid 10001 (like the image and the systemd unit): commands run as that same uid,
-    so only the namespaces keep the gateway's files, memory and API from them."""
-    model_server.respond = _answer
-    uid = NON_ROOT if os.getuid() == 0 else None
+    uid = NON_ROOT if not as_root and os.getuid() == 0 else None
     gateway = _gateway(workdir, model_server, uid=uid)
     try:
         gateway.start()
@@ -254,14 +241,7 @@ def test_without_a_working_sandbox_run_command_is_not_offered(
         assert "apt-get install bubblewrap" in gateway.log
     finally:
         gateway.stop()
-    doctor = subprocess.run(
-        [str(Path(sys.executable).with_name("chatgate")), "doctor"],
-        cwd=workdir,
-        env={**gateway.environment(), "CHATGATE_MODEL": ""},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    doctor = chatgate("doctor", cwd=workdir, **{**gateway.settings, "CHATGATE_MODEL": ""})
     assert "WARN sandbox" in doctor.stdout
     assert "run_command is not offered" in doctor.stdout
     assert "fix: install bubblewrap" in doctor.stdout
