@@ -76,11 +76,15 @@ class PolicyRule(BaseModel):
         return value
 
     def matches(self, call: ToolCall) -> bool:
-        """True when the tool matches and every argument pattern finds a match."""
+        """True when the tool matches and every argument pattern matches the WHOLE value.
+
+        ``.`` matches newlines too (so a denial ``.*rm -rf.*`` is not side-stepped by a line
+        break); an allow pattern that lists what it allows (``ls( -[a-z]+)*``) cannot be
+        extended with ``; anything``, ``&& ...``, ``$(...)`` or a second line."""
         if self.tool not in (call.name, "*"):
             return False
         return all(
-            re.search(pattern, _text(call.arguments.get(name))) is not None
+            re.fullmatch(pattern, _text(call.arguments.get(name)), re.DOTALL) is not None
             for name, pattern in self.args.items()
         )
 

@@ -46,7 +46,7 @@ allowed_hosts = ["{echo.host}"]
 
 [[policy]]
 tool = "run_command"
-args = {{ command = "^echo ran" }}
+args = {{ command = "echo ran.*" }}
 decision = "allow"
 """)
     process = GatewayProcess(

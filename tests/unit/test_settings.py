@@ -138,7 +138,7 @@ GITHUB = "GITHUB_TOKEN"
 
 [[policy]]
 tool = "run_command"
-args = { command = "^ls( |$)" }
+args = { command = "ls( -[a-z]+)*" }
 decision = "allow"
 approvers = ["slack:U123"]
 """
