@@ -184,7 +184,7 @@ def build_tools(
     http = settings.tools.http_request
     factories = [
         schedule_tools_factory(schedules),
-        memory_tools_factory(store),
+        memory_tools_factory(store, admins=settings.admins),
         mcp.factory(),
         http_request_factory(
             allowed_hosts=http.allowed_hosts,

@@ -12,7 +12,7 @@ import math
 import re
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, text, update
+from sqlalchemy import bindparam, insert, text, true, update
 from sqlalchemy.engine import Connection
 
 from agent_core.records import MemoryRecord, MemoryScope
@@ -22,9 +22,11 @@ WORDS = re.compile(r"\w+", re.UNICODE)
 # Half the weight at this age: recent facts come first among equally relevant ones.
 _HALF_LIFE_DAYS = 30.0
 _CANDIDATES = 50
+# A person's facts are theirs wherever they were made; a conversation's are its own.
 _VISIBLE = (
     "m.forgotten_at IS NULL AND m.superseded_by IS NULL AND "
-    "((m.user_id = :user AND m.scope = 'user') OR m.conversation_id = :conversation)"
+    "((m.scope = 'user' AND m.user_id = :user) "
+    "OR (m.scope = 'conversation' AND m.conversation_id = :conversation))"
 )
 _SEARCH = {
     "sqlite": text(
@@ -136,15 +138,25 @@ def recall(
 
 
 def forget(
-    conn: Connection, *, user: str, conversation_id: str, memory_id: int, now: datetime
+    conn: Connection,
+    *,
+    user: str,
+    conversation_id: str,
+    memory_id: int,
+    admin: bool,
+    now: datetime,
 ) -> bool:
-    """Forget one fact this person may see; False when there is no such live fact."""
+    """Forget one fact; False when there is no such live fact this person may forget: their
+    own personal fact (anywhere), or a fact of this conversation that they made (an admin:
+    any fact of this conversation)."""
+    own = memories.c.user_id == user
+    here = (memories.c.scope == "conversation") & (memories.c.conversation_id == conversation_id)
     query = (
         update(memories)
         .where(
             memories.c.id == memory_id,
             memories.c.forgotten_at.is_(None),
-            (memories.c.user_id == user) | (memories.c.conversation_id == conversation_id),
+            ((memories.c.scope == "user") & own) | (here & (true() if admin else own)),
         )
         .values(forgotten_at=now)
     )

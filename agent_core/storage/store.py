@@ -236,13 +236,17 @@ class Store:
             limit=limit,
         )
 
-    async def forget(self, *, user: str, conversation_id: str, memory_id: int) -> bool:
-        """Forget a fact this person may see; False when there is none by that id."""
+    async def forget(
+        self, *, user: str, conversation_id: str, memory_id: int, admin: bool = False
+    ) -> bool:
+        """Forget a fact this person may forget (see ``memory.forget``); False when there is
+        none by that id."""
         return await self.database.write(
             memory_sql.forget,
             user=user,
             conversation_id=conversation_id,
             memory_id=memory_id,
+            admin=admin,
             now=utcnow(),
         )
 

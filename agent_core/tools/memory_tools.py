@@ -8,7 +8,7 @@ only) or the conversation's (recalled there, by anyone in it). Naming what a fac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -18,8 +18,13 @@ from agent_core.storage.store import Store
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
 
 
-def memory_tools_factory(store: Store) -> Callable[[TurnContext], list[Tool]]:
-    """The factory of the three memory tools (built once)."""
+def memory_tools_factory(
+    store: Store, *, admins: Collection[str] = ()
+) -> Callable[[TurnContext], list[Tool]]:
+    """The factory of the three memory tools (built once). A person's facts are theirs
+    alone, wherever they were made; a conversation's facts are shared there, and forgotten
+    by whoever made them or an admin."""
+    admin_set = frozenset(admins)
 
     async def remember(
         context: ToolContext,
@@ -71,6 +76,7 @@ def memory_tools_factory(store: Store) -> Callable[[TurnContext], list[Tool]]:
             user=context.turn.user,
             conversation_id=context.turn.conversation_id,
             memory_id=int(id.removeprefix("m")),
+            admin=context.turn.user in admin_set,
         ):
             raise ToolFailed(f"there is no remembered fact {id} here")
         return f"Forgot {id}."

@@ -80,3 +80,37 @@ async def test_a_newer_fact_about_the_same_thing_supersedes_and_forget_forgets(
     assert await store.forget(user="web:alice", conversation_id=conversation, memory_id=new)
     assert await store.recall(user="web:alice", conversation_id=conversation, query="editor") == []
     assert old != new
+
+
+async def test_in_a_shared_conversation_a_persons_facts_stay_theirs(database: Database) -> None:
+    """B, in the group where A told the agent something personal, can neither recall nor
+    forget it; a conversation fact is shared there, forgotten by its maker or an admin."""
+    store = Store(database)
+    group = await _conversation(store, "team", "web:alice")
+    personal, _ = await store.remember(
+        user="web:alice",
+        conversation_id=group,
+        scope="user",
+        fact="Alice's home address is 12 Elm Street",
+        about="home address",
+        source="test",
+    )
+    shared, _ = await store.remember(
+        user="web:alice",
+        conversation_id=group,
+        scope="conversation",
+        fact="The team's release train leaves on Elm day",
+        about=None,
+        source="test",
+    )
+    seen_by_bob = await store.recall(user="web:bob", conversation_id=group, query="elm")
+    assert [m.id for m in seen_by_bob] == [shared]
+    assert not await store.forget(user="web:bob", conversation_id=group, memory_id=personal)
+    assert not await store.forget(user="web:bob", conversation_id=group, memory_id=shared)
+    assert not await store.forget(
+        user="web:boss", conversation_id=group, memory_id=personal, admin=True
+    )
+    assert await store.forget(user="web:boss", conversation_id=group, memory_id=shared, admin=True)
+    mine = await store.recall(user="web:alice", conversation_id="elsewhere", query="elm")
+    assert [m.id for m in mine] == [personal]
+    assert await store.forget(user="web:alice", conversation_id="elsewhere", memory_id=personal)
