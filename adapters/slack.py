@@ -120,12 +120,26 @@ def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> Inbound
         mentions=mentions,
         attachments=tuple(_attachment(f) for f in event.get("files") or () if isinstance(f, dict)),
         reply_to=ts,
+        user_team=_sender_team(envelope, event, team),
         raw={
             "event_id": str(envelope.get("event_id", "")),
             "kind": str(kind),
             "addressed": direct or mentioned,
         },
     )
+
+
+def _sender_team(envelope: Mapping[str, Any], event: Mapping[str, Any], team: str) -> str:
+    """The sender's own team: the installation's, unless the channel is shared with other
+    organisations (Slack Connect); then ``user_team`` (or the event's ``team``), and an
+    id no allow entry names when Slack gives neither."""
+    if envelope.get("is_ext_shared_channel") is not True:
+        return team
+    for key in ("user_team", "team"):
+        value = event.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return "?"
 
 
 def mentions_bot(event: InboundMessage) -> bool:

@@ -59,8 +59,11 @@ class AccessPolicy:
         )
 
     def decide(self, event: InboundMessage, *, paired: bool) -> Verdict:
-        """allow, pair (a stranger under ``pairing``) or refuse (under ``allowlist``)."""
-        if self.admits(event.user, event.conversation, paired=paired):
+        """allow, pair (a stranger under ``pairing``) or refuse (under ``allowlist``).
+
+        A Slack workspace entry matches the sender's own team (a guest from another
+        workspace in a shared channel is not let in by the channel's)."""
+        if self.admits(event.user, event.conversation, paired=paired, team=event.user_team):
             return "allow"
         match self._mode:
             case "allowlist":
@@ -68,20 +71,25 @@ class AccessPolicy:
             case _:
                 return "pair"
 
-    def admits(self, user: str, where: ConversationKey, *, paired: bool) -> bool:
+    def admits(
+        self, user: str, where: ConversationKey, *, paired: bool, team: str | None = None
+    ) -> bool:
         """May ``user`` talk to the agent in this conversation? (Asked again before queued
-        work runs for them: a revoked user or a dropped allow entry stops it.)"""
+        work runs for them: a revoked user or a dropped allow entry stops it.) ``team``:
+        the user's own Slack team when known, else the conversation's."""
         if where.platform == "web":
             # The web chat answers loopback or the token holder only: its user is the
             # local admin (checked at the HTTP edge).
             return True
-        return self._mode == "open" or self.is_admin(user) or paired or self._allowed(user, where)
+        if self._mode == "open" or self.is_admin(user) or paired:
+            return True
+        return self._allowed(user, where, team)
 
-    def _allowed(self, user: str, where: ConversationKey) -> bool:
+    def _allowed(self, user: str, where: ConversationKey, team: str | None) -> bool:
         candidates = {user}
         match where.platform:
             case "slack":
-                candidates.add(f"slack:{where.workspace}:*")
+                candidates.add(f"slack:{team or where.workspace}:*")
             case "discord":
                 candidates.add(f"discord:guild:{where.workspace}")
             case "telegram":

@@ -98,6 +98,9 @@ class InboundMessage(_FromPlatform):
     mentions: tuple[str, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
+    # The sender's own workspace where the platform says which it is (Slack: a Slack
+    # Connect guest's team differs from the channel's); None: the conversation's.
+    user_team: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -106,7 +106,7 @@ class ToolRound:
             # Read once per round, and only if some call needs a permission decision.
             nonlocal granted
             if granted is None:
-                granted = await self._store.grants(turn.conversation_id)
+                granted = await self._store.grants(turn.conversation_id, turn.user)
             return granted
 
         for index, call in enumerate(calls):

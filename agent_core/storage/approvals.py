@@ -234,9 +234,11 @@ def load_many(conn: Connection, approval_ids: Sequence[str]) -> dict[str, Approv
     return {row.id: record(row) for row in rows}
 
 
-def granted_tools(conn: Connection, conversation_id: str) -> frozenset[str]:
-    """Tools allowed for the rest of this conversation."""
-    query = select(grants.c.tool).where(grants.c.conversation_id == conversation_id)
+def granted_tools(conn: Connection, conversation_id: str, user: str) -> frozenset[str]:
+    """Tools this person allowed for the rest of this conversation."""
+    query = select(grants.c.tool).where(
+        grants.c.conversation_id == conversation_id, grants.c.granted_by == user
+    )
     return frozenset(str(tool) for tool in conn.execute(query).scalars())
 
 

@@ -190,7 +190,8 @@ grants = Table(
     metadata,
     Column("conversation_id", String(32), ForeignKey("conversations.id"), primary_key=True),
     Column("tool", String(128), primary_key=True),
-    Column("granted_by", String(255), nullable=False),
+    # Who pressed "Allow in this conversation": the grant covers their calls only.
+    Column("granted_by", String(255), primary_key=True),
     Column("approval_id", String(32)),
     Column("created_at", UTCDateTime(), nullable=False),
 )

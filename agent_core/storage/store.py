@@ -451,9 +451,10 @@ class Store:
         """Pending approvals whose time is up."""
         return await self.database.read(approval_sql.due, utcnow())
 
-    async def grants(self, conversation_id: str) -> frozenset[str]:
-        """Tools allowed in this conversation ("Allow in this conversation")."""
-        return await self.database.read(approval_sql.granted_tools, conversation_id)
+    async def grants(self, conversation_id: str, user: str) -> frozenset[str]:
+        """Tools this person allowed in this conversation ("Allow in this conversation"
+        covers the calls of whoever pressed it)."""
+        return await self.database.read(approval_sql.granted_tools, conversation_id, user)
 
     # -- schedules and jobs ----------------------------------------------------------------
 

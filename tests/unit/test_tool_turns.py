@@ -276,6 +276,36 @@ async def test_allow_in_this_conversation_stops_asking(database: Database) -> No
     assert _replies(outbound) == ["one", "two"]
 
 
+async def test_allow_in_this_conversation_covers_only_the_person_who_pressed_it(
+    database: Database,
+) -> None:
+    """In a shared conversation Ann's grant lets Ann's later calls run; Bob's still ask."""
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    model = ScriptedModel(
+        _call("charge", '{"amount": 1}'),
+        "one",
+        _call("charge", '{"amount": 2}', "c2"),  # Bob's: waits for a decision
+        _call("charge", '{"amount": 3}', "c3"),
+        "three",
+    )
+    conversation = await _say(store, "pay 1")
+    runner = _runner(store, model, outbound, effects)
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    (prompt,) = _prompts(outbound)
+    await Approvals(store, outbound, admins=[]).decide(
+        prompt.approval_id, decision="allow_conversation", user="web:ann"
+    )
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    await _say(store, "pay 2", event="e2", user="web:bob")
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    assert len(_prompts(outbound)) == 2  # Bob is asked
+    assert [c[0] for c in effects.calls] == ["charge"]
+    await _say(store, "pay 3", event="e3")
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    assert len(_prompts(outbound)) == 2  # Ann is not (Bob's turn still waits)
+    assert len(effects.calls) == 2
+
+
 async def test_an_expired_approval_tells_the_model_and_the_user(database: Database) -> None:
     """Nobody answers in time: the turn resumes with a denial; the prompt says it expired."""
     store, outbound, effects = Store(database), RecordingOutbound(), Effects()

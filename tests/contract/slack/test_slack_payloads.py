@@ -18,6 +18,7 @@ from adapters.slack import (
     parse_command,
     parse_event,
 )
+from agent_core.access import AccessPolicy
 from agent_core.events import ApprovalPrompt, ConversationKey, event_from_json, event_to_json
 
 HERE = Path(__file__).parent
@@ -42,6 +43,23 @@ def test_app_mention_starts_a_thread_conversation_without_the_mention() -> None:
     assert event.mentions == ("slack:U0LAN0Z89",)
     assert mentions_bot(event)
     assert event_from_json(event_to_json(event)) == event
+
+
+def test_a_slack_connect_guest_carries_their_own_team() -> None:
+    """In a channel shared with another organisation the sender's team is their own (what
+    a workspace allow entry is matched against), not the channel's; an ordinary mention's
+    is the installation's."""
+    guest = parse_event(_load("app_mention_slack_connect_guest"), bot_user=BOT)
+    assert guest is not None
+    assert guest.workspace == "T061EG9R6"
+    assert guest.user_team == "T0OTHERORG"
+    policy = AccessPolicy(mode="allowlist", allow=("slack:T061EG9R6:*",), admins=())
+    assert policy.decide(guest, paired=False) == "refuse"
+    member = parse_event(_load("app_mention"), bot_user=BOT)
+    assert member is not None
+    assert member.user_team == "T061EG9R6"
+    assert policy.decide(member, paired=False) == "allow"
+    assert event_from_json(event_to_json(guest)) == guest
 
 
 def test_a_dm_is_one_conversation_and_its_files_are_attachments() -> None:
