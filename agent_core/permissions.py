@@ -103,11 +103,29 @@ def _defaults(call: ToolCall, context: PermissionContext) -> Decision | None:
         case "remember" | "recall" | "forget":
             return "allow"
         case "http_request":
+            # A request that carries a credential asks, unless a policy rule allows it.
+            if any("{{secret:" in _text(value).replace(" ", "") for value in _strings(call)):
+                return "ask"
             return "allow" if _text(call.arguments.get("method")).upper() == "GET" else "ask"
         case "run_command":
             return "ask"
         case _:
             return None
+
+
+def _strings(call: ToolCall) -> list[JsonValue]:
+    """Every value of the call's arguments, those inside objects and lists too."""
+    found: list[JsonValue] = []
+    pending: list[JsonValue] = list(call.arguments.values())
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        else:
+            found.append(value)
+    return found
 
 
 def _grants(call: ToolCall, context: PermissionContext) -> Decision | None:

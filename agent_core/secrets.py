@@ -1,46 +1,211 @@
 """Secrets the model may refer to by name (``{{secret:NAME}}``) but never see.
 
-The wiring point reads each configured environment variable once and hands the values in;
-tools substitute them at execution, and every tool output is scrubbed before it is
-journaled or shown to the model.
+The wiring point reads each configured environment variable once and hands the values in,
+each with the hosts it may be sent to (``[secrets.NAME] hosts``; none listed: any host
+``http_request`` may reach). Tools substitute them at execution; every tool output and
+every log line is scrubbed before it is stored, shown to the model or written.
+
+Scrubbing covers the ways a server (or a prompt injection steering one) could hand a value
+back in disguise: the value itself, reversed, URL-encoded, base64 (standard and URL-safe,
+also inside a longer base64 text such as ``Basic user:token``), hex, JSON-escaped, and any
+run of 8 or more of its characters.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import re
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, quote_plus
 
 _REFERENCE = re.compile(r"\{\{\s*secret:([A-Za-z0-9_]+)\s*\}\}")
+_RUN = 8
 
 
 class UnknownSecret(KeyError):
     """The model referred to a secret name that is not configured."""
 
 
-class Secrets:
-    """Named secret values: substitute references, scrub values."""
+@dataclass(frozen=True, slots=True)
+class _Secret:
+    name: str
+    value: str
+    # None: every host http_request may reach.
+    hosts: tuple[str, ...] | None
+    pattern: re.Pattern[str]
 
-    def __init__(self, values: Mapping[str, str] | None = None) -> None:
-        self._values = {name: value for name, value in (values or {}).items() if value}
+
+class Secrets:
+    """Named secret values: find references, substitute them, scrub values."""
+
+    def __init__(
+        self,
+        values: Mapping[str, str] | None = None,
+        *,
+        hosts: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        bound = hosts or {}
+        self._secrets = {
+            name: _Secret(
+                name=name,
+                value=value,
+                hosts=tuple(h.lower() for h in bound[name]) if name in bound else None,
+                pattern=_disguises(value),
+            )
+            for name, value in (values or {}).items()
+            if value
+        }
+        # Longest first, so a value that contains another is scrubbed whole.
+        self._order = sorted(self._secrets.values(), key=lambda s: -len(s.value))
 
     @property
     def names(self) -> tuple[str, ...]:
         """The names the model may use."""
-        return tuple(sorted(self._values))
+        return tuple(sorted(self._secrets))
+
+    def referenced(self, texts: Iterable[str]) -> list[str]:
+        """The names referred to in ``texts``, in order, once each; unknown names raise."""
+        found: list[str] = []
+        for text in texts:
+            for match in _REFERENCE.finditer(text):
+                name = match.group(1)
+                if name not in self._secrets:
+                    raise UnknownSecret(name)
+                if name not in found:
+                    found.append(name)
+        return found
+
+    def hosts(self, name: str) -> tuple[str, ...] | None:
+        """Where a secret may be sent (host or host:port entries); None: anywhere allowed."""
+        return self._secrets[name].hosts
 
     def substitute(self, text: str) -> str:
         """Replace every ``{{secret:NAME}}`` with its value; unknown names raise."""
 
         def value(match: re.Match[str]) -> str:
             name = match.group(1)
-            if name not in self._values:
+            if name not in self._secrets:
                 raise UnknownSecret(name)
-            return self._values[name]
+            return self._secrets[name].value
 
         return _REFERENCE.sub(value, text)
 
     def scrub(self, text: str) -> str:
-        """Replace every secret value in ``text`` with ``[secret:NAME]``."""
-        for name, value in sorted(self._values.items(), key=lambda item: -len(item[1])):
-            text = text.replace(value, f"[secret:{name}]")
-        return text
+        """Replace every secret value in ``text``, in any of its disguises, with
+        ``[secret:NAME]``. Where two secrets' matches overlap, the longer match names it."""
+        found: list[tuple[int, int, str]] = []
+        for secret in self._order:
+            found += [(start, end, secret.name) for start, end in _spans(secret.pattern, text)]
+        if not found:
+            return text
+        found.sort()
+        merged: list[tuple[int, int, str, int]] = []  # start, end, name, its match's length
+        for start, end, name in found:
+            if merged and start <= merged[-1][1]:
+                first, last, named, length = merged[-1]
+                if end - start > length:
+                    named, length = name, end - start
+                merged[-1] = (first, max(last, end), named, length)
+            else:
+                merged.append((start, end, name, end - start))
+        parts, last = [], 0
+        for start, end, name, _length in merged:
+            parts += [text[last:start], f"[secret:{name}]"]
+            last = end
+        parts.append(text[last:])
+        return "".join(parts)
+
+    def scrub_value(self, value: Any) -> Any:
+        """``scrub`` applied to a string, or to the strings inside lists, tuples and dicts."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, Mapping):
+            return {k: self.scrub_value(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.scrub_value(v) for v in value)
+        return value
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+
+def _disguises(value: str) -> re.Pattern[str]:
+    """One pattern that finds the value's disguises; matched with a look-ahead, so
+    overlapping runs are all found (their spans are merged by the caller)."""
+    raw = value.encode()
+    forms = {
+        value,
+        value[::-1],
+        quote(value, safe=""),
+        quote(value, safe="").lower(),
+        quote_plus(value),
+        raw.hex(),
+        raw.hex().upper(),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms |= _base64_cores(raw, encode)
+    if len(value) >= _RUN:
+        forms |= {value[i : i + _RUN] for i in range(len(value) - _RUN + 1)}
+    alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if f)
+    return re.compile(f"(?=({alternatives}))")
+
+
+def _base64_cores(raw: bytes, encode: Any) -> set[str]:
+    """The characters of the value's base64 that do not depend on what surrounds it, for
+    each of the three alignments it can have inside a longer text."""
+    cores = set()
+    for offset in range(3):
+        encoded = encode(b"\0" * offset + raw).decode().rstrip("=")
+        total = offset + len(raw)
+        start = (offset * 4 + 2) // 3
+        end = total // 3 * 4
+        core = encoded[start:end]
+        if len(core) >= min(_RUN, len(encoded)):
+            cores.add(core)
+    cores.add(encode(raw).decode())
+    return cores
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    """Where the pattern matches, overlapping matches merged."""
+    merged: list[tuple[int, int]] = []
+    for match in pattern.finditer(text):
+        start, end = match.start(), match.start() + len(match.group(1))
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class LogScrubber:
+    """A structlog processor (and, through :meth:`filter`, a ``logging`` filter) that
+    scrubs every credential chatgate holds from each log event, exception text included."""
+
+    def __init__(self, secrets: Secrets) -> None:
+        self._secrets = secrets
+
+    def __call__(self, _logger: object, _method: str, event: Any) -> Any:
+        """Scrub an event dict's values (run it after the exception is rendered)."""
+        if not self._secrets:
+            return event
+        return {key: self._secrets.scrub_value(value) for key, value in event.items()}
+
+    def filter(self, record: Any) -> bool:
+        """``logging.Filter`` protocol: scrub the formatted message and the exception text
+        of a standard-library record (libraries log through it) before it is written."""
+        if not self._secrets:
+            return True
+        record.msg = self._secrets.scrub(record.getMessage())
+        record.args = None
+        if record.exc_info:
+            text = "".join(traceback.format_exception(*record.exc_info))
+            record.exc_text = self._secrets.scrub(text)
+            record.exc_info = None
+        return True

@@ -97,6 +97,17 @@ class HttpRequestSettings(BaseModel):
     output_limit: int = Field(8_000, ge=200)
 
 
+class SecretSetting(BaseModel):
+    """``[secrets]``: ``NAME = "ENV_VAR"`` (any host ``http_request`` may reach), or
+    ``[secrets.NAME] env = "ENV_VAR", hosts = ["api.example.com"]`` (those hosts only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str = Field(min_length=1)
+    # host or host:port entries, as in allowed_hosts; None: not bound (doctor warns).
+    hosts: list[str] | None = Field(None, min_length=1)
+
+
 class ToolSettings(BaseModel):
     """``[tools.*]`` sections."""
 
@@ -362,7 +373,7 @@ class Settings(BaseSettings):
     policy: list[PolicyRule] = Field(
         default_factory=list, validation_alias=AliasChoices("CHATGATE_POLICY", "policy")
     )
-    secrets: dict[str, str] = Field(
+    secrets: dict[str, SecretSetting] = Field(
         default_factory=dict, validation_alias=AliasChoices("CHATGATE_SECRETS", "secrets")
     )
     tools: ToolSettings = Field(
@@ -409,15 +420,21 @@ class Settings(BaseSettings):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @field_validator("secrets")
+    @field_validator("secrets", mode="before")
     @classmethod
-    def _secret_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, variable in value.items():
-            if not name.replace("_", "").isalnum():
+    def _secret_forms(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value
+        forms: dict[object, object] = {}
+        for name, setting in value.items():
+            if not str(name).replace("_", "").isalnum():
                 raise ValueError(f"secret names are letters, digits and _, not {name!r}")
-            if not variable:
-                raise ValueError(f"secret {name} needs the environment variable that holds it")
-        return value
+            if isinstance(setting, str):
+                if not setting:
+                    raise ValueError(f"secret {name} needs the environment variable that holds it")
+                setting = {"env": setting}
+            forms[name] = setting
+        return forms
 
     @field_validator("admins", "allow")
     @classmethod

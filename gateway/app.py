@@ -20,6 +20,7 @@ from agent_core.jobs import JobQueue
 from agent_core.model import Model
 from agent_core.ratelimit import Limiter, local_limiters
 from agent_core.revocation import Revocations
+from agent_core.secrets import LogScrubber
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
@@ -40,6 +41,7 @@ from workers.runtime import (
     budget_limits,
     build_core,
     build_model,
+    credentials,
     maintenance_cron,
     outbound_for,
     platform_senders,
@@ -51,19 +53,23 @@ log = structlog.get_logger("chatgate.gateway")
 
 
 def configure_logging(settings: Settings) -> None:
-    """Structured logs to stderr, as key=value lines or JSON."""
+    """Structured logs to stderr, as key=value lines or JSON, with every credential
+    chatgate holds scrubbed from each line (exception text included), ours and the
+    libraries' alike."""
     level = getattr(logging, settings.log_level.upper())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if settings.log_format == "json"
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    scrubber = LogScrubber(credentials(settings))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            scrubber,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -71,6 +77,8 @@ def configure_logging(settings: Settings) -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(scrubber.filter)
 
 
 async def _sweep(runtime: Runtime, interval: float) -> None:

@@ -136,9 +136,9 @@ def _web(settings: Settings) -> Check:
 
 def _secrets(settings: Settings, environ: Mapping[str, str]) -> Check:
     missing = [
-        f"{name} ({variable})"
-        for name, variable in settings.secrets.items()
-        if not environ.get(variable)
+        f"{name} ({setting.env})"
+        for name, setting in settings.secrets.items()
+        if not environ.get(setting.env)
     ]
     if missing:
         return Check(
@@ -146,6 +146,14 @@ def _secrets(settings: Settings, environ: Mapping[str, str]) -> Check:
             "FAIL",
             f"not set in the environment: {', '.join(missing)}",
             "export each variable named in [secrets] before starting chatgate",
+        )
+    unbound = sorted(name for name, setting in settings.secrets.items() if setting.hosts is None)
+    if unbound:
+        return Check(
+            "secrets",
+            "WARN",
+            f"not bound to hosts, so they may go to any allowed host: {', '.join(unbound)}",
+            f'write [secrets.{unbound[0]}] env = "..." and hosts = ["the.api.host"]',
         )
     names = ", ".join(sorted(settings.secrets)) or "none configured"
     return Check("secrets", "ok", names)

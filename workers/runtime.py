@@ -20,6 +20,7 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -80,14 +81,44 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
     )
 
 
-def load_secrets(settings: Settings) -> Secrets:
-    """Read each ``[secrets]`` variable once; a missing one is logged (doctor reports it)."""
+def load_secrets(settings: Settings, environ: Mapping[str, str] | None = None) -> Secrets:
+    """Read each ``[secrets]`` variable once, with the hosts it is bound to; a missing one
+    is logged (doctor reports it)."""
+    environ = os.environ if environ is None else environ
     values: dict[str, str] = {}
-    for name, variable in settings.secrets.items():
-        value = os.environ.get(variable, "")
+    hosts: dict[str, list[str]] = {}
+    for name, setting in settings.secrets.items():
+        value = environ.get(setting.env, "")
         if not value:
-            log.warning("secret not set", secret=name, variable=variable)
+            log.warning("secret not set", secret=name, variable=setting.env)
         values[name] = value
+        if setting.hosts is not None:
+            hosts[name] = setting.hosts
+    return Secrets(values, hosts=hosts)
+
+
+def credentials(settings: Settings, environ: Mapping[str, str] | None = None) -> Secrets:
+    """Every credential chatgate holds (the ``[secrets]``, platform tokens, the model key,
+    the web token, database and Redis passwords), for scrubbing logs."""
+    environ = os.environ if environ is None else environ
+    values = {name: environ.get(s.env, "") for name, s in settings.secrets.items()}
+    for field in (
+        "slack_bot_token",
+        "slack_signing_secret",
+        "slack_app_token",
+        "telegram_bot_token",
+        "telegram_webhook_secret",
+        "discord_bot_token",
+        "model_api_key",
+        "web_token",
+    ):
+        value = getattr(settings, field)
+        if value is not None:
+            values[field.upper()] = value.get_secret_value()
+    for name, url in (("DATABASE_PASSWORD", settings.database_url), ("REDIS", settings.redis_url)):
+        password = urlsplit(url).password if url else None
+        if password:
+            values[name] = password
     return Secrets(values)
 
 

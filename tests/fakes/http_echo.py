@@ -3,24 +3,44 @@ http_request tests; it counts effects by Idempotency-Key, like a careful API wou
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 
 def http_allowed_config(path: Path, echo: EchoServer) -> Path:
     """Write a chatgate.toml letting http_request reach ``echo`` without asking."""
     path.write_text(f"""
 [tools.http_request]
-allowed_hosts = ["{echo.host}"]
+allowed_hosts = ["{echo.entry}"]
 
 [[policy]]
 tool = "http_request"
 decision = "allow"
 """)
     return path
+
+
+def _disguised(value: str) -> str:
+    """What a server turned against its caller might send back: a received token in every
+    disguise a model could be told to ask for."""
+    raw = value.encode()
+    return "\n".join(
+        [
+            f"reversed {value[::-1]}",
+            f"prefix {value[:10]}",
+            f"url {quote(value, safe='')}",
+            f"base64 {base64.b64encode(raw).decode()}",
+            f"base64url {base64.urlsafe_b64encode(raw).decode()}",
+            f"basic {base64.b64encode(b'me:' + raw).decode()}",
+            f"hex {raw.hex()}",
+            f"json {json.dumps({'t': value})}",
+        ]
+    )
 
 
 class EchoServer:
@@ -37,6 +57,8 @@ class EchoServer:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 owner.requests.append((self.command, self.path, headers))
                 payload = json.dumps({"method": self.command, "headers": headers, "body": body})
+                if self.path.startswith("/disguise"):
+                    payload = _disguised(headers.get("x-token", ""))
                 data = payload.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -55,8 +77,13 @@ class EchoServer:
 
     @property
     def host(self) -> str:
-        """host:port for allowed_hosts."""
+        """host:port, for URLs."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def entry(self) -> str:
+        """Its allowed_hosts entry: plain http to a loopback address, listed as such."""
+        return f"http://127.0.0.1:{self.port}"
 
     def effects(self) -> int:
         """Distinct effects: requests counted once per Idempotency-Key."""

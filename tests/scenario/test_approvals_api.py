@@ -167,7 +167,7 @@ async def test_a_canary_secret_never_reaches_the_model(
             tmp_path,
             f"""
 [tools.http_request]
-allowed_hosts = ["{echo.host}"]
+allowed_hosts = ["{echo.entry}"]
 
 [secrets]
 GITHUB = "CHATGATE_TEST_GITHUB_TOKEN"

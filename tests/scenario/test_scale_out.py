@@ -182,7 +182,7 @@ def cluster(
 ) -> Iterator[Cluster]:
     config = tmp_path / "chatgate.toml"
     config.write_text(
-        f'[tools.http_request]\nallowed_hosts = ["{echo.host}"]\n\n'
+        f'[tools.http_request]\nallowed_hosts = ["{echo.entry}"]\n\n'
         '[[policy]]\ntool = "http_request"\ndecision = "ask"\n'
     )
     settings = {

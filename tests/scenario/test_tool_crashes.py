@@ -42,7 +42,7 @@ def gateway(
     config = tmp_path / "chatgate.toml"
     config.write_text(f"""
 [tools.http_request]
-allowed_hosts = ["{echo.host}"]
+allowed_hosts = ["{echo.entry}"]
 
 [[policy]]
 tool = "run_command"

@@ -117,3 +117,20 @@ def test_shell_metacharacters_do_not_ride_on_an_allow_rule(command: str) -> None
     command onto ``ls`` asks instead of running."""
     call = ToolCall(name="run_command", arguments={"command": command})
     assert _permissions().decide(call, ME) == "ask"
+
+
+def test_a_request_carrying_a_secret_asks_unless_a_rule_allows_it() -> None:
+    """A GET is allowed by default, but not one that would send a credential."""
+    plain = ToolCall(name="http_request", arguments={"method": "GET", "url": "https://a.b/"})
+    carrying = ToolCall(
+        name="http_request",
+        arguments={
+            "method": "GET",
+            "url": "https://a.b/",
+            "headers": {"Authorization": "token {{ secret:GITHUB }}"},
+        },
+    )
+    assert Permissions().decide(plain, ME) == "allow"
+    assert Permissions().decide(carrying, ME) == "ask"
+    allowing = Permissions([PolicyRule(tool="http_request", decision="allow")])
+    assert allowing.decide(carrying, ME) == "allow"

@@ -146,7 +146,8 @@ approvers = ["slack:U123"]
     settings = load_settings({"CHATGATE_CONFIG": str(config)})
     assert settings.tools.http_request.allowed_hosts == ["api.github.com", "127.0.0.1:9000"]
     assert (settings.tools.run_command.timeout, settings.tools.run_command.memory_mb) == (5, 256)
-    assert settings.secrets == {"GITHUB": "GITHUB_TOKEN"}
+    assert settings.secrets["GITHUB"].env == "GITHUB_TOKEN"
+    assert settings.secrets["GITHUB"].hosts is None
     assert settings.policy[0].decision == "allow"
     assert settings.policy[0].approvers == ["slack:U123"]
 
@@ -167,3 +168,26 @@ def test_bad_sections_name_the_nested_key(tmp_path: Path, text: str, key: str) -
     with pytest.raises(ConfigError) as caught:
         load_settings({"CHATGATE_CONFIG": str(config)})
     assert caught.value.key == f"{key} (in {config})"
+
+
+def test_a_secret_may_be_bound_to_hosts_and_doctor_warns_about_unbound_ones(
+    tmp_path: Path,
+) -> None:
+    """[secrets.NAME] env and hosts; the short form stays valid, and doctor names it."""
+    from gateway.doctor import _secrets
+
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        '[secrets]\nOLD = "OLD_TOKEN"\n\n'
+        '[secrets.GITHUB]\nenv = "GITHUB_TOKEN"\nhosts = ["api.github.com"]\n'
+    )
+    settings = load_settings({"CHATGATE_CONFIG": str(config)})
+    assert settings.secrets["GITHUB"].hosts == ["api.github.com"]
+    assert settings.secrets["OLD"].hosts is None
+    check = _secrets(settings, {"OLD_TOKEN": "x", "GITHUB_TOKEN": "y"})
+    assert check.status == "WARN"
+    assert "OLD" in check.detail
+    assert "GITHUB" not in check.detail
+    config.write_text('[secrets.GITHUB]\nenv = "GITHUB_TOKEN"\nhosts = ["api.github.com"]\n')
+    bound = load_settings({"CHATGATE_CONFIG": str(config)})
+    assert _secrets(bound, {"GITHUB_TOKEN": "y"}).status == "ok"
