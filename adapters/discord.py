@@ -18,7 +18,6 @@ is in count; other bots, webhooks and system messages are ignored.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import BadRequest
 from adapters.chunking import DISCORD_LIMIT, split_message
 from adapters.markdown import to_discord
+from agent_core.approval_text import for_prompt
 from agent_core.errors import DeliveryError
 from agent_core.events import (
     ApprovalPrompt,
@@ -58,7 +58,6 @@ _JOB_BUTTONS = {
 _PERSON_TYPES = frozenset({0, 19})
 # Thread channel types: announcement, public and private threads.
 THREAD_TYPES = frozenset({10, 11, 12})
-_SHOWN_ARGUMENTS = 1500
 # A nonce is at most 25 characters.
 _NONCE_CHARS = 25
 # Five rows of up to five buttons: two per schedule leaves room for 10 schedules.
@@ -239,12 +238,12 @@ def nonce(key: str) -> str:
 
 def approval_content(prompt: ApprovalPrompt) -> str:
     """The prompt's words: what would run, with which arguments (in a code block)."""
-    arguments = json.dumps(prompt.arguments, ensure_ascii=False, indent=1)
-    if len(arguments) > _SHOWN_ARGUMENTS:
-        arguments = arguments[:_SHOWN_ARGUMENTS] + "\n…"
-    arguments = arguments.replace("```", "`\u200b``")
+    shown = for_prompt(prompt.arguments)
+    arguments = shown.text.replace("```", "`\u200b``")
+    warning = f"\n⚠ {shown.warning}" if shown.warning else ""
     return (
-        f"**Allow `{prompt.tool}`?** (approval `{prompt.approval_id}`)\n```json\n{arguments}\n```"
+        f"**Allow `{prompt.tool}`?** (approval `{prompt.approval_id}`){warning}\n"
+        f"```json\n{arguments}\n```"
     )
 
 

@@ -15,7 +15,6 @@ The bot's own messages, other bots, edits, deletions and other subtypes are igno
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.base import BadRequest
 from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.markdown import escape_slack, to_slack_mrkdwn
+from agent_core.approval_text import for_prompt
 from agent_core.errors import DeliveryError
 from agent_core.events import (
     ApprovalPrompt,
@@ -48,6 +48,7 @@ _PERSON_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 # Slack allows 50 blocks a message: a title and up to three blocks per schedule.
 _MAX_JOBS = 16
 # A section's text may hold 3,000 characters; the rest of the prompt needs about 100.
+# Characters of (escaped) arguments per section: a section holds 3,000 with its header.
 _SHOWN_ARGUMENTS = 2800
 ACTIONS = {
     "chatgate_approve": "approve",
@@ -206,25 +207,35 @@ def parse_command(form: Mapping[str, str]) -> InboundMessage:
     )
 
 
-def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
-    """The prompt as Block Kit: what would run, and the three buttons (approval id in
-    each button's value)."""
-    arguments = escape_slack(json.dumps(prompt.arguments, ensure_ascii=False, indent=1))
-    if len(arguments) > _SHOWN_ARGUMENTS:
-        cut = arguments[:_SHOWN_ARGUMENTS]
+def _pieces(text: str, size: int) -> list[str]:
+    """``text`` in pieces of at most ``size`` characters, never splitting an entity."""
+    pieces = []
+    while len(text) > size:
+        cut = text[:size]
         entity = cut.rfind("&")
         if entity > len(cut) - 5:  # do not split &amp; / &lt; / &gt;
             cut = cut[:entity]
-        arguments = f"{cut}\n… ({len(arguments) - len(cut)} more characters)"
+        pieces.append(cut)
+        text = text[len(cut) :]
+    return [*pieces, text]
+
+
+def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
+    """The prompt as Block Kit: what would run, and the three buttons (approval id in
+    each button's value)."""
+    shown = for_prompt(prompt.arguments)
+    warning = f"\n:warning: {escape_slack(shown.warning)}" if shown.warning else ""
+    header = (
+        f"*Allow `{escape_slack(prompt.tool)}`?* (asked by <@{_bare(prompt.requested_by)}>)"
+        f"{warning}"
+    )
+    # A section holds 3,000 characters; escaping can grow the text, so it may take several.
+    pieces = _pieces(escape_slack(shown.text).replace("```", "`\u200b``"), _SHOWN_ARGUMENTS)
+    texts = [f"```{piece}```" for piece in pieces]
+    texts[0] = f"{header}\n{texts[0]}"
+    sections = [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]
     return [
-        {
-            "type": "section",
-            "text": {
-                "type": "mrkdwn",
-                "text": f"*Allow `{escape_slack(prompt.tool)}`?* "
-                f"(asked by <@{_bare(prompt.requested_by)}>)\n```{arguments}```",
-            },
-        },
+        *sections,
         {
             "type": "actions",
             "block_id": f"approval:{prompt.approval_id}",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.base import BadRequest
 from adapters.chunking import TELEGRAM_LIMIT, split_message
 from adapters.markdown import to_telegram_html
+from agent_core.approval_text import for_prompt
 from agent_core.errors import DeliveryError
 from agent_core.events import (
     ApprovalPrompt,
@@ -57,7 +57,6 @@ MAX_CALLBACK_DATA = 64
 _ALERT_LIMIT = 200
 # What the gateway asks Telegram for (webhook and getUpdates alike).
 ALLOWED_UPDATES = ("message", "callback_query")
-_SHOWN_ARGUMENTS = 3000
 _MAX_JOBS = 20
 _FILE_FIELDS = (
     ("document", "document"),
@@ -274,12 +273,12 @@ def approval_text(prompt: ApprovalPrompt) -> str:
     """The prompt's words (HTML): what would run, with which arguments."""
     from html import escape
 
-    arguments = json.dumps(prompt.arguments, ensure_ascii=False, indent=1)
-    if len(arguments) > _SHOWN_ARGUMENTS:
-        arguments = arguments[:_SHOWN_ARGUMENTS] + "\n…"
+    shown = for_prompt(prompt.arguments)
+    warning = f"\n⚠ {escape(shown.warning)}" if shown.warning else ""
     return (
         f"<b>Allow {escape(prompt.tool)}?</b> "
-        f"(approval <code>{escape(prompt.approval_id)}</code>)\n<pre>{escape(arguments)}</pre>"
+        f"(approval <code>{escape(prompt.approval_id)}</code>){warning}\n"
+        f"<pre>{escape(shown.text)}</pre>"
     )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
+from agent_core.approval_text import for_prompt
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, InboundMessage, Reply
 from agent_core.records import (
     ApprovalDecision,
@@ -129,11 +130,15 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
 
 def approval_item(approval: ApprovalRecord) -> dict[str, Any]:
     """An approval as the JSON API shows it."""
+    shown = for_prompt(approval.arguments)
     return {
         "id": approval.id,
         "kind": approval.kind,
         "tool": approval.tool,
         "arguments": approval.arguments,
+        # What the page shows: the same honest text every platform's prompt shows.
+        "shown": shown.text,
+        "warning": shown.warning,
         "status": approval.status,
         "decided_by": approval.decided_by,
         "expires_at": approval.expires_at.isoformat(),

@@ -28,6 +28,7 @@ import structlog
 from pydantic import JsonValue
 
 from agent_core import tracing
+from agent_core.approval_text import SHOWN_LIMIT, fits
 from agent_core.delivery import Outbound
 from agent_core.errors import Suspended
 from agent_core.events import ApprovalPrompt, utcnow
@@ -41,7 +42,7 @@ from agent_core.tools.base import InvalidArguments, Tool, ToolContext, ToolOutco
 
 log = structlog.get_logger("chatgate.tools")
 
-Verdict = Literal["run", "denied", "expired", "skipped", "waiting"]
+Verdict = Literal["run", "denied", "expired", "skipped", "waiting", "too_long"]
 
 
 class ToolObserver(Protocol):
@@ -175,6 +176,8 @@ class ToolRound:
             decision = self._permissions.decide(request, context)
             if decision != "ask":
                 return "run" if decision == "allow" else "denied"
+            if not fits(_json(arguments)):
+                return "too_long"  # nobody could see the whole call
             asked = ApprovalRequest(
                 kind="tool",
                 tool=call.name,
@@ -197,6 +200,12 @@ class ToolRound:
     ) -> Verdict:
         """A non-idempotent call started and never finished: ask before running it again."""
         approval = await self._store.approval_for_step(turn.id, seq)
+        if approval is None and not fits(_json(arguments)):
+            log.warning("tool outcome unknown; too long to ask about", tool=call.name, seq=seq)
+            await self._store.finish_step(
+                turn.id, seq, kind="tool_call", status="ambiguous", output=None
+            )
+            return "skipped"
         if approval is None:
             log.warning("tool outcome unknown", tool=call.name, seq=seq)
             await self._store.finish_step(
@@ -333,6 +342,9 @@ def _refusal(verdict: Verdict) -> ToolOutcome:
         "expired": "not run: nobody approved it before the approval expired",
         "skipped": "not run again: its outcome after a restart is unknown and the user "
         "chose to skip it",
+        "too_long": f"not run: its arguments are too long to show whole in an approval "
+        f"prompt (at most {SHOWN_LIMIT} characters, long runs of blanks folded); split the "
+        "work into shorter calls",
     }
     return ToolOutcome(status="denied", output=reasons[verdict])
 

@@ -456,3 +456,20 @@ async def test_an_approval_decided_before_the_turn_waits_lets_it_go_on(
     assert _replies(outbound)[-1] == "Charged."
     # The decision is announced (the prompt's receipt was not stored yet when it came).
     assert any("web:ann approved charge" in text for text in _replies(outbound))
+
+
+async def test_a_call_too_long_to_show_whole_is_not_put_to_anyone(database: Database) -> None:
+    """Nobody is asked to approve what the prompt could not show whole: the model is told to
+    shorten it, and nothing runs."""
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    long_amount = "1" * 1600
+    model = ScriptedModel(_call("charge", f'{{"amount": {long_amount}}}'), "I will split it.")
+    conversation = await _say(store, "pay a lot")
+    await _runner(store, model, outbound, effects).run_conversation(
+        conversation, owner="o", lease=30
+    )
+    assert _prompts(outbound) == []
+    assert effects.calls == []
+    told = model.prompts[1][-1].content
+    assert "too long to show whole in an approval prompt" in str(told)
+    assert _replies(outbound) == ["I will split it."]

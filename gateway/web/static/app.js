@@ -70,7 +70,10 @@ function approvalCard(li, approval) {
     ? `Run ${approval.tool} again? It may or may not have happened before a restart.`
     : `Allow ${approval.tool}?`;
   const args = document.createElement("pre");
-  args.textContent = JSON.stringify(approval.arguments, null, 2);
+  args.textContent = approval.shown ?? JSON.stringify(approval.arguments, null, 2);
+  const warning = document.createElement("div");
+  warning.className = "warning";
+  warning.textContent = approval.warning ? `⚠ ${approval.warning}` : "";
   const actions = document.createElement("div");
   actions.className = "actions";
   for (const [decision, label] of LABELS[approval.kind] || LABELS.tool) {
@@ -79,7 +82,7 @@ function approvalCard(li, approval) {
     button.onclick = () => decideApproval(li, approval, decision);
     actions.appendChild(button);
   }
-  li.append(title, args, actions);
+  li.append(title, warning, args, actions);
   showDecision(li, approval);
 }
 
