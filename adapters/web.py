@@ -9,6 +9,7 @@ gateway process still arrives.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import ipaddress
 import re
@@ -62,22 +63,39 @@ def parse_message(body: object, *, event_id: str | None = None) -> InboundMessag
     )
 
 
-def check_access(
-    *, remote: str | None, host: str | None, presented: str | None, token: str | None
-) -> None:
-    """Allow the token holder, or loopback clients when no token is configured.
+# Headers a proxy adds: with one in front, "loopback" says nothing about who is asking.
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP", "Via")
+SESSION_COOKIE = "chatgate_session"
 
-    Without a token the ``Host`` header must name this machine too: a web page elsewhere
-    that rebinds its own domain to 127.0.0.1 must not reach the chat from the user's browser.
-    """
-    if token is not None:
-        if presented is None or not hmac.compare_digest(presented.encode(), token.encode()):
-            raise Unauthorized("a valid web chat token is required")
-        return
+
+def session_value(token: str) -> str:
+    """What the sign-in cookie holds: derived from the token (not the token itself), so a
+    new token ends every session."""
+    return hmac.new(token.encode(), b"chatgate web session", hashlib.sha256).hexdigest()
+
+
+def check_local(*, remote: str | None, host: str | None, headers: Mapping[str, str]) -> None:
+    """Without a token: a loopback client, naming this machine, with no proxy between.
+
+    The ``Host`` header must name this machine: a web page elsewhere that rebinds its own
+    domain to 127.0.0.1 must not reach the chat from the user's browser. A proxy header
+    means someone else's request arrived through a proxy on this machine."""
     if not is_loopback(remote):
         raise Forbidden("the web chat only answers on loopback unless CHATGATE_WEB_TOKEN is set")
     if not is_local_host(host):
         raise Forbidden("the web chat only answers to localhost names unless a token is set")
+    if any(name in headers for name in PROXY_HEADERS):
+        raise Forbidden("a request through a proxy needs CHATGATE_WEB_TOKEN to be set")
+
+
+def check_token(*, bearer: str | None, cookie: str | None, token: str) -> None:
+    """The token holder: ``Authorization: Bearer TOKEN`` (scripts) or the sign-in cookie
+    (the page). Never from a URL."""
+    if bearer is not None and hmac.compare_digest(bearer.encode(), token.encode()):
+        return
+    if cookie is not None and hmac.compare_digest(cookie.encode(), session_value(token).encode()):
+        return
+    raise Unauthorized("a valid web chat token is required")
 
 
 def check_same_origin(*, origin: str | None, host: str | None) -> None:

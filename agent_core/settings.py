@@ -53,6 +53,12 @@ _UNPREFIXED = (
 )
 
 
+# Tokens copied from examples and never changed.
+_PLACEHOLDERS = frozenset(
+    {"replace-me", "changeme", "change-me", "secret", "token", "password", "your-token-here"}
+)
+
+
 def env_name(field: str) -> str:
     """The environment variable for a settings field (``port`` -> ``CHATGATE_PORT``)."""
     return field.upper() if field in _UNPREFIXED else f"CHATGATE_{field.upper()}"
@@ -508,6 +514,20 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("web_token")
+    @classmethod
+    def _web_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return value
+        token = value.get_secret_value()
+        if token.strip().lower().replace("_", "-") in _PLACEHOLDERS:
+            raise ValueError("is a placeholder: generate one, e.g. `openssl rand -hex 24`")
+        if len(token) < 16:
+            raise ValueError(
+                "must be at least 16 characters: generate one, e.g. `openssl rand -hex 24`"
+            )
         return value
 
     @field_validator("telegram_bot_token")

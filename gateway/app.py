@@ -113,7 +113,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
     """The aiohttp application with every route and the runtime's lifecycle attached."""
     app = web.Application(
         client_max_size=routes.MAX_BODY,
-        middlewares=[routes.errors_middleware, api.access_middleware],
+        middlewares=[api.headers_middleware, routes.errors_middleware, api.access_middleware],
     )
     routes.add_routes(app)
     api.add_routes(app)

@@ -10,14 +10,17 @@ from aiohttp import web
 
 from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
 from adapters.web import (
+    SESSION_COOKIE,
     approval_item,
-    check_access,
+    check_local,
     check_same_origin,
+    check_token,
     conversation_item,
     message_item,
     parse_decision,
     parse_message,
     parse_schedule_action,
+    session_value,
 )
 from agent_core.errors import (
     AlreadyDecided,
@@ -37,27 +40,55 @@ _KEEPALIVE_SECONDS = 15.0
 _POLL_SECONDS = 1.0
 
 
-def _presented_token(request: web.Request) -> str | None:
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; "
+        "object-src 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@web.middleware
+async def headers_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every response: not to be framed, not to be sniffed, no referrer."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers.update(_SECURITY_HEADERS)
+        raise
+    if not response.prepared:
+        response.headers.update(_SECURITY_HEADERS)
+    return response
+
+
+def _bearer(request: web.Request) -> str | None:
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
         return header.removeprefix("Bearer ").strip()
-    return request.query.get("token") or request.cookies.get("chatgate_token")
+    return None
 
 
 @web.middleware
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The web chat answers the token holder, or loopback clients when no token is set;
-    writes must be JSON from the page's own origin (no cross-site form posts)."""
+    """Without a token: loopback clients naming this machine, with no proxy between. With
+    one: the page and its files for anyone (they hold no data), the API for the token
+    holder (a bearer header, or the cookie ``POST /api/session`` sets). Writes must be JSON
+    from the page's own origin (no cross-site form posts)."""
     if request.path == "/" or request.path.startswith(("/api/", "/static/")):
         secret = request.app[RUNTIME].settings.web_token
         try:
-            check_access(
-                remote=request.remote,
-                host=request.host,
-                presented=_presented_token(request),
-                token=secret.get_secret_value() if secret else None,
-            )
-            if request.method == "POST":
+            if secret is None:
+                check_local(remote=request.remote, host=request.host, headers=request.headers)
+            elif request.path.startswith("/api/") and request.path != "/api/session":
+                check_token(
+                    bearer=_bearer(request),
+                    cookie=request.cookies.get(SESSION_COOKIE),
+                    token=secret.get_secret_value(),
+                )
+            if request.method in ("POST", "DELETE"):
                 check_same_origin(origin=request.headers.get("Origin"), host=request.host)
         except Unauthorized as exc:
             return json_error(401, str(exc))
@@ -66,6 +97,39 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
         if request.method == "POST" and request.content_type != "application/json":
             return json_error(415, "send the body as application/json")
     return await handler(request)
+
+
+async def sign_in(request: web.Request) -> web.Response:
+    """``{"token": TOKEN}``: 204 with an HttpOnly, SameSite=Strict session cookie, so the
+    page never carries the token in a URL; 401 for a wrong token."""
+    secret = request.app[RUNTIME].settings.web_token
+    if secret is None:
+        return json_error(404, "no CHATGATE_WEB_TOKEN is set: the web chat needs no sign-in")
+    body = await read_json(request)
+    presented = body.get("token") if isinstance(body, dict) else None
+    if not isinstance(presented, str):
+        return json_error(400, 'expected {"token": "..."}')
+    try:
+        check_token(bearer=presented, cookie=None, token=secret.get_secret_value())
+    except Unauthorized as exc:
+        return json_error(401, str(exc))
+    response = web.Response(status=204)
+    response.set_cookie(
+        SESSION_COOKIE,
+        session_value(secret.get_secret_value()),
+        httponly=True,
+        samesite="Strict",
+        secure=request.secure,
+        path="/",
+    )
+    return response
+
+
+async def sign_out(request: web.Request) -> web.Response:
+    """Forget the session cookie."""
+    response = web.Response(status=204)
+    response.del_cookie(SESSION_COOKIE, path="/")
+    return response
 
 
 async def index(request: web.Request) -> web.FileResponse:
@@ -207,9 +271,15 @@ def _after(request: web.Request) -> int:
 
 
 async def _conversation_and_after(request: web.Request) -> tuple[ConversationRecord, int]:
-    """The conversation in the path and the message id to start after; 404 / 400 if bad."""
-    conversation = await request.app[RUNTIME].store.conversation(request.match_info["id"])
-    if conversation is None:
+    """The conversation in the path and the message id to start after; 404 / 400 if bad.
+
+    Without a token the API reads web conversations only: a Slack, Telegram or Discord
+    conversation is the token holder's (the operator's) to read."""
+    runtime = request.app[RUNTIME]
+    conversation = await runtime.store.conversation(request.match_info["id"])
+    if conversation is None or (
+        runtime.settings.web_token is None and conversation.key.platform != "web"
+    ):
         raise web.HTTPNotFound(reason="no such conversation")
     try:
         return conversation, _after(request)
@@ -264,6 +334,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
 def add_routes(app: web.Application) -> None:
     """Register the page, its assets and the JSON API."""
     app.router.add_get("/", index)
+    app.router.add_post("/api/session", sign_in)
+    app.router.add_delete("/api/session", sign_out)
     app.router.add_static("/static", STATIC)
     app.router.add_post("/api/messages", post_message)
     app.router.add_post("/api/approvals/{id}", decide)

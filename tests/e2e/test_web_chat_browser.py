@@ -186,3 +186,41 @@ def test_jobs_lists_schedules_with_working_pause_resume_delete_buttons(
         page.screenshot(path=str(tmp_path / "jobs.png"))
     finally:
         gateway.stop()
+
+
+def test_with_a_token_the_page_signs_in_and_no_url_carries_the_token(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """CHATGATE_WEB_TOKEN set: the page asks for the token once, signs in (an HttpOnly
+    cookie the page's script cannot read), and chats; the token is in no URL it requests,
+    the stream's included, and not in the page's storage."""
+    token = "browser-test-token-0123456789"
+    model_server.script(Scripted(text="signed in and answered", delay=0.2))
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_WEB_TOKEN=token,
+        **model_server.settings(),
+    )
+    gateway.start()
+    try:
+        page = browser.new_page()
+        urls: list[str] = []
+        page.on("request", lambda request: urls.append(request.url))
+        page.goto(gateway.url + "/")
+        expect(page.get_by_label("Web chat token")).to_be_visible()
+        page.get_by_label("Web chat token").fill(token)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_label("Web chat token")).to_be_hidden()
+        page.get_by_label("New conversation name").fill("with a token")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("hello")
+        page.keyboard.press("Enter")
+        expect(page.locator("#messages li.assistant")).to_have_text("signed in and answered")
+        assert any("/stream" in url for url in urls)
+        assert all(token not in url for url in urls), urls
+        assert page.evaluate("document.cookie") == ""
+        stored = page.evaluate("JSON.stringify(Object.assign({}, localStorage, sessionStorage))")
+        assert token not in stored
+    finally:
+        gateway.stop()

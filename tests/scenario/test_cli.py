@@ -41,6 +41,9 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
         ("CHATGATE_PORT", "eighty"),
         ("CHATGATE_ACCESS", "everyone"),
         ("CHATGATE_DATABASE_URL", "mysql://db/x"),
+        ("CHATGATE_WEB_TOKEN", "replace-me"),
+        ("CHATGATE_WEB_TOKEN", "REPLACE_ME"),
+        ("CHATGATE_WEB_TOKEN", "short-token"),
     ],
 )
 def test_bad_settings_exit_2_naming_the_key(

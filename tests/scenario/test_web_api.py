@@ -8,6 +8,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from tests.fakes.model_server import FakeModelServer, Scripted
@@ -216,23 +217,96 @@ async def test_the_stream_delivers_the_reply_as_it_lands(
     assert [i["text"] for i in seen] == ["first", "streamed reply"]
 
 
+TOKEN = "0123456789abcdef-web-token"
+
+
 async def test_web_token_is_required_when_set(
     make_client: ClientFactory, model_server: FakeModelServer
 ) -> None:
-    """With CHATGATE_WEB_TOKEN, the web chat answers only the token holder; health stays open."""
-    client = await make_client(model_server, CHATGATE_WEB_TOKEN="s3cret")
+    """With CHATGATE_WEB_TOKEN the API answers the token holder only (a bearer header, or
+    the cookie signing in sets), never a token in a URL; the page itself loads, health
+    stays open."""
+    client = await make_client(model_server, CHATGATE_WEB_TOKEN=TOKEN)
     assert (await client.get("/api/conversations")).status == 401
-    assert (await client.get("/")).status == 401
+    assert (await client.get("/")).status == 200  # the page, with its sign-in form
     wrong = await client.get("/api/conversations", headers={"Authorization": "Bearer nope"})
     assert wrong.status == 401
-    bearer = await client.get("/api/conversations", headers={"Authorization": "Bearer s3cret"})
+    bearer = await client.get("/api/conversations", headers={"Authorization": f"Bearer {TOKEN}"})
     assert bearer.status == 200
-    assert (await client.get("/api/conversations?token=s3cret")).status == 200
+    assert (await client.get(f"/api/conversations?token={TOKEN}")).status == 401
     refused = await client.post("/api/messages", json={"conversation": "x", "text": "y"})
     assert refused.status == 401
     assert (await client.get("/healthz")).status == 200
-    conversations = await (await client.get("/api/conversations?token=s3cret")).json()
-    assert conversations == []
+
+    bad = await client.post("/api/session", json={"token": "not-it"})
+    assert bad.status == 401
+    signed = await client.post("/api/session", json={"token": TOKEN})
+    assert signed.status == 204
+    cookie = signed.cookies["chatgate_session"]
+    assert cookie["httponly"]
+    assert cookie["samesite"] == "Strict"
+    assert TOKEN not in cookie.value
+    assert (await client.get("/api/conversations")).status == 200  # the cookie, no header
+    assert (await client.delete("/api/session")).status == 204
+    client.session.cookie_jar.clear()
+    assert (await client.get("/api/conversations")).status == 401
+
+
+async def test_every_response_carries_the_framing_and_sniffing_headers(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    client = await make_client(model_server)
+    for path in ("/", "/static/app.js", "/static/style.css", "/api/conversations", "/nope"):
+        response = await client.get(path)
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"], path
+        assert response.headers["X-Frame-Options"] == "DENY", path
+        assert response.headers["X-Content-Type-Options"] == "nosniff", path
+
+
+@pytest.mark.parametrize("header", ["Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"])
+async def test_without_a_token_a_proxied_request_gets_403(
+    make_client: ClientFactory, model_server: FakeModelServer, header: str
+) -> None:
+    """nginx in front (or any proxy) on this machine: every request looks local, so none
+    is served without a token."""
+    client = await make_client(model_server)
+    for path in ("/", "/api/conversations", "/api/pairing"):
+        response = await client.get(path, headers={header: "for=203.0.113.9"})
+        assert response.status == 403, (path, header)
+    assert (await client.get("/api/conversations")).status == 200
+
+
+async def test_without_a_token_only_web_conversations_are_read(
+    make_client: ClientFactory, model_server: FakeModelServer, database_url: str
+) -> None:
+    """A Slack conversation's messages are the operator's (token holder's) to read."""
+    client = await make_client(model_server)
+    web = await _post(client, "mine", "hello")
+    store_conversation = await _slack_conversation(database_url)
+    assert (await client.get(f"/api/conversations/{web['conversation_id']}/messages")).status == 200
+    for suffix in ("messages", "stream"):
+        response = await client.get(f"/api/conversations/{store_conversation}/{suffix}")
+        assert response.status == 404
+
+
+async def _slack_conversation(database_url: str) -> str:
+    from agent_core.events import InboundMessage
+    from agent_core.storage.database import open_database
+    from agent_core.storage.store import Store
+
+    async with open_database(database_url) as database:
+        accepted = await Store(database).accept_inbound(
+            InboundMessage(
+                platform="slack",
+                workspace="T1",
+                channel="C1",
+                user="slack:U1",
+                text="private",
+                platform_event_id="s1",
+            ),
+            open_turn=False,
+        )
+    return accepted.conversation_id
 
 
 async def test_no_model_configured_reply_names_the_setting(make_client: ClientFactory) -> None:

@@ -6,11 +6,13 @@ import pytest
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
 from adapters.web import (
-    check_access,
+    check_local,
     check_same_origin,
+    check_token,
     is_local_host,
     is_loopback,
     parse_message,
+    session_value,
 )
 
 
@@ -69,17 +71,33 @@ def test_loopback_detection(remote: str | None, expected: bool) -> None:
 
 def test_without_a_token_only_loopback_may_use_the_web_chat() -> None:
     """A LAN client is refused (403) when CHATGATE_WEB_TOKEN is unset."""
-    check_access(remote="127.0.0.1", host="127.0.0.1:8080", presented=None, token=None)
+    check_local(remote="127.0.0.1", host="127.0.0.1:8080", headers={})
     with pytest.raises(Forbidden):
-        check_access(remote="192.168.1.20", host="h:1", presented=None, token=None)
+        check_local(remote="192.168.1.20", host="h:1", headers={})
+
+
+@pytest.mark.parametrize("header", ["Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"])
+def test_without_a_token_a_proxied_request_is_refused(header: str) -> None:
+    """A proxy on this machine makes every client look local: its headers need a token."""
+    with pytest.raises(Forbidden, match="proxy"):
+        check_local(remote="127.0.0.1", host="localhost:8080", headers={header: "x"})
+
+
+TOKEN = "0123456789abcdef-token"
 
 
 def test_with_a_token_only_its_holder_may_use_the_web_chat() -> None:
-    """With a token, loopback is not enough; the right token is, from anywhere."""
-    check_access(remote="192.168.1.20", host="h:1", presented="s3cret", token="s3cret")
-    for presented in (None, "", "s3cre", "s3cret "):
+    """With a token, loopback is not enough; the right bearer token or the session cookie
+    derived from it is."""
+    check_token(bearer=TOKEN, cookie=None, token=TOKEN)
+    check_token(bearer=None, cookie=session_value(TOKEN), token=TOKEN)
+    for bearer in (None, "", TOKEN[:-1], TOKEN + " "):
         with pytest.raises(Unauthorized):
-            check_access(remote="127.0.0.1", host="h:1", presented=presented, token="s3cret")
+            check_token(bearer=bearer, cookie=None, token=TOKEN)
+    with pytest.raises(Unauthorized):
+        check_token(bearer=None, cookie=TOKEN, token=TOKEN)  # the token itself is no cookie
+    with pytest.raises(Unauthorized):
+        check_token(bearer=None, cookie=session_value("another-token-0123"), token=TOKEN)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +121,7 @@ def test_local_host_names(host: str | None, expected: bool) -> None:
 def test_a_rebound_domain_is_refused_without_a_token() -> None:
     """DNS rebinding: loopback peer, foreign Host header -> 403."""
     with pytest.raises(Forbidden):
-        check_access(remote="127.0.0.1", host="evil.example:8080", presented=None, token=None)
+        check_local(remote="127.0.0.1", host="evil.example:8080", headers={})
 
 
 def test_cross_origin_writes_are_refused() -> None:

@@ -1,12 +1,8 @@
 "use strict";
 // The web chat: plain JS over the JSON API; the stream (server-sent events) brings replies.
 
-const params = new URLSearchParams(location.search);
-if (params.get("token")) {
-  localStorage.setItem("chatgate_token", params.get("token"));
-}
-const token = localStorage.getItem("chatgate_token");
-const headers = token ? { Authorization: "Bearer " + token } : {};
+// With CHATGATE_WEB_TOKEN set the page signs in once (POST /api/session sets an HttpOnly
+// cookie); the token is never kept by the page or put in a URL.
 
 const el = (id) => document.getElementById(id);
 const state = { id: null, name: null, lastId: 0, seen: new Set(), source: null, lastRole: null };
@@ -17,11 +13,33 @@ function newId() {
 }
 
 async function api(path, options = {}) {
-  const response = await fetch(path, { ...options, headers: { ...headers, ...(options.headers || {}) } });
+  const response = await fetch(path, { ...options, credentials: "same-origin" });
   const body = await response.json().catch(() => ({}));
+  if (response.status === 401) showSignIn();
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
 }
+
+function showSignIn() {
+  el("signin").hidden = false;
+  el("signin-token").focus();
+}
+
+el("signin").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const response = await fetch("/api/session", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: el("signin-token").value }),
+  });
+  el("signin-token").value = "";
+  if (response.ok) {
+    location.reload();
+  } else {
+    setStatus("That is not the web chat's token.");
+  }
+});
 
 function setStatus(text) { el("status").textContent = text || ""; }
 
@@ -45,7 +63,7 @@ async function decideApproval(card, approval, decision) {
   try {
     const response = await fetch(`/api/approvals/${approval.id}`, {
       method: "POST",
-      headers: { ...headers, "Content-Type": "application/json" },
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ decision }),
     });
     const body = await response.json().catch(() => ({}));
@@ -220,8 +238,8 @@ function startComposer(name) {
 function follow() {
   if (state.source) state.source.close();
   const query = new URLSearchParams({ after: String(state.lastId) });
-  if (token) query.set("token", token);
-  // EventSource reconnects by itself and sends Last-Event-ID, so nothing is missed.
+  // EventSource reconnects by itself and sends Last-Event-ID, so nothing is missed; the
+  // session cookie goes with it (same origin).
   state.source = new EventSource(`/api/conversations/${state.id}/stream?${query}`);
   state.source.addEventListener("message", (event) => renderItem(JSON.parse(event.data)));
 }
