@@ -24,6 +24,12 @@ class Metrics:
             ["platform", "outcome"],
             registry=self.registry,
         )
+        self.dead_letters = Counter(
+            "chatgate_dead_letters",
+            "Platform updates set aside because they could not be processed.",
+            ["platform"],
+            registry=self.registry,
+        )
         self.turns_started = Counter(
             "chatgate_turns_started",
             "Turns started or resumed.",

@@ -10,6 +10,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from adapters.base import BadRequest
+from adapters.payloads import load_json
 from agent_core.errors import StorageError
 from gateway.runtime import RUNTIME
 
@@ -30,11 +32,10 @@ async def read_json(request: web.Request) -> object:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=request.content_length)
     raw = await request.read()
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return load_json(raw)
+    except BadRequest as exc:
         raise web.HTTPBadRequest(
-            text=json.dumps({"error": f"body is not valid JSON: {exc}"}),
-            content_type="application/json",
+            text=json.dumps({"error": str(exc)}), content_type="application/json"
         ) from None
 
 

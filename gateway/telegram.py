@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hmac
 import itertools
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ import structlog
 from aiohttp import web
 
 from adapters.base import BadRequest
+from adapters.payloads import check, load_json
 from agent_core.events import ButtonPress, InboundMessage
 from agent_core.faults import FaultPoints
 from agent_core.settings import Settings
@@ -40,6 +40,8 @@ POLL_SECONDS = 25
 # Telegram gives up on a webhook call after about a minute; answer well before that.
 ACK_SECONDS = 10.0
 _BACKOFF_SECONDS = (1, 2, 5, 10, 30)
+# Failures (with the database answering) after which an update is set aside.
+_ATTEMPTS = 3
 
 
 class TelegramGateway:
@@ -57,6 +59,8 @@ class TelegramGateway:
         self.identity: BotIdentity | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._faults = FaultPoints(settings.test_fault)
+        # Failures of updates that are retried, by update id.
+        self._attempts: dict[int, int] = {}
 
     async def handle(self, update: Mapping[str, Any], *, polled: bool = False) -> None:
         """Store or act on one update; ``BadRequest`` when it is not an update."""
@@ -124,16 +128,49 @@ class TelegramGateway:
             if updates:
                 self._faults.hit("after_get_updates")
             for update in updates:
+                data = update.to_dict()
                 try:
-                    await self.handle(update.to_dict(), polled=True)
+                    check(data)
+                    await self.handle(data, polled=True)
                 except BadRequest as exc:
-                    log.warning("skipping an update that is not one", error=str(exc))
-                except Exception:
-                    # Not stored (the database is down): ask for it again, from here.
-                    log.exception("storing a telegram update failed; retrying it")
-                    await _sleep(stopping, 1)
-                    break
+                    if not await self._set_aside(update.update_id, data, str(exc)):
+                        await _sleep(stopping, 1)
+                        break
+                except Exception as exc:
+                    if not await self._failed(update.update_id, data, exc):
+                        # Not stored (the database is down?): ask for it again, from here.
+                        await _sleep(stopping, 1)
+                        break
                 offset = update.update_id + 1
+
+    async def _failed(self, update_id: int, data: Mapping[str, Any], exc: Exception) -> bool:
+        """An update failed: True when it is set aside (it failed ``_ATTEMPTS`` times while
+        the database answered, so retrying will not mend it), False to retry it."""
+        log.error("handling a telegram update failed", update_id=update_id, error=repr(exc))
+        self._attempts[update_id] = attempts = self._attempts.get(update_id, 0) + 1
+        if attempts < _ATTEMPTS:
+            return False
+        try:
+            await self._app[RUNTIME].store.database.ping()
+        except Exception:
+            return False  # the database is down: nothing is wrong with the update
+        return await self._set_aside(update_id, data, f"{type(exc).__name__}: {exc}")
+
+    async def _set_aside(self, update_id: int, data: Mapping[str, Any], error: str) -> bool:
+        """Keep the update as a dead letter (metric, log line) so polling moves on; False
+        when even that cannot be stored."""
+        runtime = self._app[RUNTIME]
+        try:
+            await runtime.store.dead_letter(
+                platform="telegram", event_id=str(update_id), raw=dict(data), error=error
+            )
+        except Exception:
+            log.exception("could not set a telegram update aside", update_id=update_id)
+            return False
+        self._attempts.pop(update_id, None)
+        runtime.metrics.dead_letters.labels("telegram").inc()
+        log.error("telegram update set aside as dead", update_id=update_id, error=error)
+        return True
 
     async def start(self, app: web.Application) -> None:
         """Connect in the background: ``getMe`` (retried while Telegram does not answer;
@@ -220,9 +257,9 @@ async def webhook(request: web.Request) -> web.StreamResponse:
         request.app[RUNTIME].dispatcher.reject("telegram")
         return json_error(401, "wrong or missing X-Telegram-Bot-Api-Secret-Token")
     try:
-        update = json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError) as exc:
-        return json_error(400, f"body is not valid JSON: {exc}")
+        update = load_json(await request.read())
+    except BadRequest as exc:
+        return json_error(400, str(exc))
     if not isinstance(update, dict):
         return json_error(400, "an update is a JSON object")
     if telegram.identity is None:

@@ -8,6 +8,7 @@ may not bind a name that is also one of its columns.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -29,6 +30,7 @@ from agent_core.storage import approvals as approval_sql
 from agent_core.storage import journal
 from agent_core.storage.schema import (
     conversations,
+    dead_letters,
     ingress,
     messages,
     turns,
@@ -416,4 +418,21 @@ def _conversation(row: Row[Any]) -> ConversationRecord:
         key=journal.conversation_key(row),
         created_at=row.created_at,
         updated_at=row.updated_at,
+    )
+
+
+def dead_letter(
+    conn: Connection, *, platform: str, event_id: str, raw: JsonValue, error: str
+) -> None:
+    """Keep an update that cannot be processed: JSON with every non-ASCII character (and
+    NUL) escaped, so any database stores it."""
+    conn.execute(
+        insert(dead_letters),
+        {
+            "platform": platform,
+            "event_id": event_id[:128],
+            "raw": json.dumps(raw, ensure_ascii=True, default=str),
+            "error": json.dumps(error, ensure_ascii=True)[1:-1],
+            "created_at": utcnow(),
+        },
     )

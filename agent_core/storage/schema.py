@@ -390,3 +390,16 @@ maintenance = Table(
 
 FTS_OBJECTS = ("memories_fts",)
 """Names the migrations create outside this metadata (the comparison skips them)."""
+
+# Platform updates set aside: they failed in a way retrying cannot mend (``dead_letter``).
+dead_letters = Table(
+    "dead_letters",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("platform", String(16), nullable=False),
+    Column("event_id", String(128), nullable=False),
+    # The update as JSON with every non-ASCII character escaped (NUL included).
+    Column("raw", Text, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+)

@@ -387,6 +387,14 @@ class Store:
         """Pending requests and paired users."""
         return await self.database.read(access_sql.listing)
 
+    async def dead_letter(
+        self, *, platform: str, event_id: str, raw: JsonValue, error: str
+    ) -> None:
+        """Set an update aside that cannot be processed (kept as escaped JSON)."""
+        await self.database.write(
+            ledger.dead_letter, platform=platform, event_id=event_id, raw=raw, error=error
+        )
+
     async def latest_revocation(self) -> datetime | None:
         """When anyone was last revoked (None: never)."""
         return await self.database.read(owner_sql.latest_revocation)

@@ -1,0 +1,164 @@
+"""No 500 for any input: every route that takes a body answers 4xx to JSON nested 200,000
+deep, a lone surrogate, a NUL and bytes that are not UTF-8 (a Slack body is refused after
+its signature is checked, never decoded before); a Telegram update that cannot be handled
+is set aside and the next one is answered. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from agent_core.storage.database import Database
+from agent_core.storage.schema import dead_letters
+from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import SIGNING_SECRET, FakeSlack
+from tests.fakes.telegram_server import WEBHOOK_SECRET, FakeTelegram
+from tests.scenario.conftest import ClientFactory
+
+BODIES = {
+    "deep": b"[" * 200_000 + b"]" * 200_000,
+    "deep-object": b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+    "lone-surrogate": b'{"conversation": "x", "text": "\\ud800", "decision": "approve"}',
+    "nul": b'{"conversation": "x", "text": "a\\u0000b", "decision": "approve"}',
+    "not-utf8": b'{"conversation": "x", "text": "\xff\xfe\xc3"}',
+    "nul-key": b'{"conversation\\u0000": "x", "text": "y"}',
+}
+
+
+def _slack_headers(body: bytes) -> dict[str, str]:
+    timestamp = str(int(time.time()))
+    digest = hmac.new(SIGNING_SECRET.encode(), b"v0:" + timestamp.encode() + b":" + body, "sha256")
+    return {
+        "X-Slack-Request-Timestamp": timestamp,
+        "X-Slack-Signature": f"v0={digest.hexdigest()}",
+    }
+
+
+@pytest.fixture
+def platforms() -> Iterator[tuple[FakeSlack, FakeTelegram]]:
+    with FakeSlack() as slack, FakeTelegram() as telegram:
+        yield slack, telegram
+
+
+@pytest.mark.parametrize("kind", list(BODIES))
+async def test_every_route_with_a_body_answers_4xx_never_500(
+    make_client: ClientFactory,
+    model_server: FakeModelServer,
+    platforms: tuple[FakeSlack, FakeTelegram],
+    kind: str,
+) -> None:
+    slack, telegram = platforms
+    client = await make_client(
+        model_server,
+        CHATGATE_ACCESS="open",
+        **slack.settings(),
+        **telegram.settings(webhook=True),
+    )
+    body = BODIES[kind]
+    json_type = {"Content-Type": "application/json"}
+    routes: list[tuple[str, dict[str, str], bytes]] = [
+        ("/api/messages", json_type, body),
+        ("/api/approvals/ap_0123456789ab", json_type, body),
+        ("/api/schedules/sc_00aa11bb", json_type, body),
+        ("/api/pairing/ABCD-EFGH", json_type, body),
+        ("/slack/events", {**json_type, **_slack_headers(body)}, body),
+        (
+            "/slack/events",
+            {
+                "Content-Type": "application/x-www-form-urlencoded",
+                **_slack_headers(b"payload=" + body),
+            },
+            b"payload=" + body,
+        ),
+        (
+            "/telegram/webhook",
+            {**json_type, "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
+            body,
+        ),
+    ]
+    for path, headers, data in routes:
+        response = await client.post(path, data=data, headers=headers)
+        assert 400 <= response.status < 500, (path, response.status, await response.text())
+        assert (await response.json())["error"]
+    # Still serving, nothing stored from any of it.
+    listed = await client.get("/api/conversations")
+    assert listed.status == 200
+    assert await listed.json() == []
+
+
+def test_a_poisoned_telegram_update_is_set_aside_and_the_next_is_answered(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Long polling: an update with a NUL in its text is kept as a dead letter (metric,
+    log line), and the message after it is answered; polling does not retry it forever."""
+    model_server.script("the next one is answered")
+    with FakeTelegram() as telegram:
+        gateway = GatewayProcess(
+            database_url=database_url,
+            workdir=tmp_path,
+            CHATGATE_ACCESS="open",
+            **telegram.settings(webhook=False),
+            **model_server.settings(),
+        )
+        gateway.start()
+        try:
+            chat = {"id": 4242, "type": "private"}
+            person = {"id": 4242, "is_bot": False, "first_name": "P"}
+            now = int(time.time())
+            poisoned = {
+                "message": {
+                    "message_id": 1,
+                    "date": now,
+                    "chat": chat,
+                    "from": person,
+                    "text": "bad\x00text",
+                }
+            }
+            fine = {
+                "message": {
+                    "message_id": 2,
+                    "date": now,
+                    "chat": chat,
+                    "from": person,
+                    "text": "hello after it",
+                }
+            }
+            first = telegram.queue_update(poisoned)
+            telegram.queue_update(fine)
+            [sent] = telegram.wait_for("sendMessage", 1)
+            assert sent["text"] == "the next one is answered"
+            assert model_server.user_texts() == ["hello after it"]
+            assert "telegram update set aside as dead" in gateway.log
+            metrics = _metrics(gateway)
+            assert 'chatgate_dead_letters_total{platform="telegram"} 1.0' in metrics
+        finally:
+            gateway.stop()
+    rows = _dead_letters(database_url)
+    assert [(r.platform, r.event_id) for r in rows] == [("telegram", str(first))]
+    assert "NUL" in rows[0].error
+    assert "bad\\u0000text" in rows[0].raw
+
+
+def _metrics(gateway: GatewayProcess) -> str:
+    status, text = http("GET", f"{gateway.url}/metrics")
+    assert status == 200
+    return str(text)
+
+
+def _dead_letters(database_url: str) -> list[Any]:
+    async def read() -> list[Any]:
+        database = Database(database_url)
+        try:
+            return await database.read(lambda conn: list(conn.execute(select(dead_letters))))
+        finally:
+            await database.dispose()
+
+    return asyncio.run(read())
