@@ -230,6 +230,8 @@ class Settings(BaseSettings):
         default_factory=list, validation_alias=AliasChoices("CHATGATE_ALLOW", "allow")
     )
     web_token: SecretStr | None = _key("web_token")
+    # Set: GET /metrics wants Authorization: Bearer METRICS_TOKEN.
+    metrics_token: SecretStr | None = _key("metrics_token")
     pairing_minutes: float = Field(
         60.0, gt=0, validation_alias=AliasChoices("CHATGATE_PAIRING_MINUTES", "pairing_minutes")
     )

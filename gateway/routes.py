@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -80,7 +81,10 @@ async def readyz(request: web.Request) -> web.Response:
         async with asyncio.timeout(2):
             await runtime.store.database.ping()
     except (TimeoutError, StorageError) as exc:
-        reason = f"database: {exc or 'timed out'}"
+        # Named, not described: the driver's message can carry a host, a user or worse.
+        # The log has it.
+        log.warning("readiness: the database does not answer", error=str(exc) or "timed out")
+        reason = "database: timed out" if isinstance(exc, TimeoutError) else "database: down"
         return web.json_response({"ready": False, "reason": reason}, status=503)
     for check in request.app.get(PLATFORM_CHECKS, ()):
         problem = check()
@@ -90,8 +94,16 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format."""
+    """Prometheus text format; with ``CHATGATE_METRICS_TOKEN`` set, for
+    ``Authorization: Bearer TOKEN`` only (401 otherwise)."""
     runtime = request.app[RUNTIME]
+    token = runtime.settings.metrics_token
+    if token is not None:
+        presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(presented.encode(), token.get_secret_value().encode()):
+            return json_error(
+                401, "GET /metrics needs Authorization: Bearer CHATGATE_METRICS_TOKEN"
+            )
     try:
         async with asyncio.timeout(2):
             runtime.metrics.jobs_seen(*await runtime.store.job_depth())

@@ -111,6 +111,7 @@ def credentials(settings: Settings, environ: Mapping[str, str] | None = None) ->
         "discord_bot_token",
         "model_api_key",
         "web_token",
+        "metrics_token",
     ):
         value = getattr(settings, field)
         if value is not None:

@@ -419,3 +419,35 @@ async def test_schedule_commands_explain_themselves_and_refuse_bad_input(
     assert notes[2] == "Could not cancel: there is no schedule sc_00000000."
     assert notes[3].startswith("Usage: /bg PROMPT")
     assert model_server.requests == []
+
+
+async def test_readyz_names_what_is_down_without_its_error_text(
+    make_client: ClientFactory, model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's message (a host, a user name) stays in the log, out of /readyz."""
+    from agent_core.errors import StorageError
+    from agent_core.storage.database import Database
+
+    client = await make_client(model_server)
+
+    async def down(self: Database) -> None:
+        raise StorageError('password authentication failed for user "ops" at db-7.internal')
+
+    monkeypatch.setattr(Database, "ping", down)
+    response = await client.get("/readyz")
+    assert response.status == 503
+    body = await response.json()
+    assert body == {"ready": False, "reason": "database: down"}
+
+
+async def test_metrics_can_require_a_token(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    token = "metrics-token-0123456789"
+    client = await make_client(model_server, CHATGATE_METRICS_TOKEN=token)
+    assert (await client.get("/metrics")).status == 401
+    wrong = await client.get("/metrics", headers={"Authorization": "Bearer nope"})
+    assert wrong.status == 401
+    right = await client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert right.status == 200
+    assert "chatgate_inbound_events" in await right.text()
