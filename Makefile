@@ -3,20 +3,32 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench soak clean
+.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench soak lock clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "chatgate needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+# Every dependency comes from a hashed lock (requirements/*.lock, made by `make lock`); the
+# project itself is installed on top without touching them.
+$(VENV)/.installed-run: pyproject.toml requirements/run.lock | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements/run.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+$(VENV)/.installed-test: pyproject.toml requirements/test.lock | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements/test.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@ $(VENV)/.installed-run
+
+## lock: pin every dependency, with hashes, from pyproject.toml's ranges
+lock: $(VENV)/.installed-test
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links --build-deps-for=editable \
+		--extra test --output-file requirements/test.lock pyproject.toml
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links --build-deps-for=editable \
+		--output-file requirements/run.lock pyproject.toml
 
 ## run: install, migrate and start everything on this machine (SQLite, web chat on :8080)
 run: $(VENV)/.installed-run

@@ -214,7 +214,12 @@ def test_dockerfile_is_multi_stage_and_the_image_has_no_build_tools() -> None:
     stages = dockerfile_stages()
     assert len(stages) >= 2, "deploy/Dockerfile: expected a build stage and a final stage"
     build_text = " ".join(rest for _, rest in stages[0])
-    assert "pip install ." in build_text, "deploy/Dockerfile: the build stage must pip install ."
+    assert "pip install --require-hashes -r run.lock" in build_text, (
+        "deploy/Dockerfile: the build stage must install the dependencies from the hashed lock"
+    )
+    assert "pip install --no-deps --no-build-isolation ." in build_text, (
+        "deploy/Dockerfile: the build stage must install the project on top, resolving nothing"
+    )
     final = stages[-1]
     assert any(k == "COPY" and "--from=" in rest for k, rest in final), (
         "deploy/Dockerfile: the final stage should copy the built virtualenv --from the build"
