@@ -5,6 +5,7 @@ refuses the first, every encoder the second). Whatever fails is a :class:`BadReq
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Mapping, Sequence
 from urllib.parse import parse_qsl
@@ -71,3 +72,11 @@ def _check_text(text: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise BadRequest("text must not contain unpaired surrogates") from None
+
+
+def same_secret(presented: str, expected: str) -> bool:
+    """Constant-time comparison of a value from a request header (which may hold any byte,
+    a non-UTF-8 one arriving as a lone surrogate) with a configured secret."""
+    return hmac.compare_digest(
+        presented.encode("utf-8", "surrogateescape"), expected.encode("utf-8", "surrogateescape")
+    )

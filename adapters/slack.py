@@ -48,8 +48,8 @@ _PERSON_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
 # Slack allows 50 blocks a message: a title and up to three blocks per schedule.
 _MAX_JOBS = 16
 # A section's text may hold 3,000 characters; the rest of the prompt needs about 100.
-# Characters of (escaped) arguments per section: a section holds 3,000 with its header.
-_SHOWN_ARGUMENTS = 2800
+# What a section's text may hold.
+_SECTION = 3000
 ACTIONS = {
     "chatgate_approve": "approve",
     "chatgate_allow_conversation": "allow_conversation",
@@ -185,6 +185,8 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
         action=ACTIONS.get(str(action_id)) or JOB_ACTIONS[str(action_id)],
         value=value,
         message=MessageRef(conversation=key, message_id=str(ts)) if ts else None,
+        # The presser's own team (a Slack Connect guest's is not the channel's).
+        user_team=str(user["team_id"]) if isinstance(user.get("team_id"), str) else "?",
         platform_event_id=f"act:{channel.get('id')}:{ts}:{action.get('action_ts')}:{user.get('id')}",
         raw={"response_url": str(payload.get("response_url") or "")},
     )
@@ -207,9 +209,11 @@ def parse_command(form: Mapping[str, str]) -> InboundMessage:
     )
 
 
-def _pieces(text: str, size: int) -> list[str]:
-    """``text`` in pieces of at most ``size`` characters, never splitting an entity."""
+def _pieces(text: str, *, first: int, rest: int) -> list[str]:
+    """``text`` in pieces (the first at most ``first`` characters, the others ``rest``),
+    never splitting an entity."""
     pieces = []
+    size = first
     while len(text) > size:
         cut = text[:size]
         entity = cut.rfind("&")
@@ -217,6 +221,7 @@ def _pieces(text: str, size: int) -> list[str]:
             cut = cut[:entity]
         pieces.append(cut)
         text = text[len(cut) :]
+        size = rest
     return [*pieces, text]
 
 
@@ -230,7 +235,8 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
         f"{warning}"
     )
     # A section holds 3,000 characters; escaping can grow the text, so it may take several.
-    pieces = _pieces(escape_slack(shown.text).replace("```", "`\u200b``"), _SHOWN_ARGUMENTS)
+    arguments = escape_slack(shown.text).replace("```", "`\u200b``")
+    pieces = _pieces(arguments, first=_SECTION - len(header) - 7, rest=_SECTION - 6)
     texts = [f"```{piece}```" for piece in pieces]
     texts[0] = f"{header}\n{texts[0]}"
     sections = [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]

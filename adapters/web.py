@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, cast, get_args
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
+from adapters.payloads import same_secret
 from agent_core.approval_text import for_prompt
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, InboundMessage, Reply
 from agent_core.records import (
@@ -91,9 +92,9 @@ def check_local(*, remote: str | None, host: str | None, headers: Mapping[str, s
 def check_token(*, bearer: str | None, cookie: str | None, token: str) -> None:
     """The token holder: ``Authorization: Bearer TOKEN`` (scripts) or the sign-in cookie
     (the page). Never from a URL."""
-    if bearer is not None and hmac.compare_digest(bearer.encode(), token.encode()):
+    if bearer is not None and same_secret(bearer, token):
         return
-    if cookie is not None and hmac.compare_digest(cookie.encode(), session_value(token).encode()):
+    if cookie is not None and same_secret(cookie, session_value(token)):
         return
     raise Unauthorized("a valid web chat token is required")
 
@@ -192,9 +193,11 @@ def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     message_id = body.get("message_id")
     if message_id is not None and (
-        isinstance(message_id, bool) or not isinstance(message_id, int) or message_id < 1
+        isinstance(message_id, bool)
+        or not isinstance(message_id, int)
+        or not 1 <= message_id < 2**63
     ):
-        raise BadRequest("'message_id' must be a positive integer")
+        raise BadRequest("'message_id' must be a message id (1 to 2**63-1)")
     return cast(ScheduleVerb, action), f"web:{user}", message_id
 
 

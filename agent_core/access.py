@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Collection
-from typing import Literal, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 from agent_core.events import ConversationKey, InboundMessage
 
@@ -97,6 +97,15 @@ class AccessPolicy:
         return not candidates.isdisjoint(self._allow)
 
 
+class MayTalk(Protocol):
+    """May ``user`` talk to the agent in ``where`` now? (``team``: their own Slack team,
+    when the event says it.)"""
+
+    async def __call__(
+        self, user: str, where: ConversationKey, team: str | None = None
+    ) -> bool: ...
+
+
 class Membership:
     """Whether a person may talk to the agent in a conversation now: the policy, then
     (only when the policy alone does not let them in) whether they are paired."""
@@ -105,8 +114,9 @@ class Membership:
         self._policy = policy
         self._is_paired = is_paired
 
-    async def may_talk(self, user: str, where: ConversationKey) -> bool:
+    async def may_talk(self, user: str, where: ConversationKey, team: str | None = None) -> bool:
         """True when ``user`` may talk to the agent in ``where``."""
-        if self._policy.admits(user, where, paired=False):
+        if self._policy.admits(user, where, paired=False, team=team):
             return True
-        return self._policy.admits(user, where, paired=await self._is_paired(user))
+        paired = await self._is_paired(user)
+        return self._policy.admits(user, where, paired=paired, team=team)

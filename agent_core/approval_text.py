@@ -21,6 +21,28 @@ from pydantic import JsonValue
 # What fits in every platform's prompt with its header (Discord's 2,000 is the tightest).
 SHOWN_LIMIT = 1500
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+# Unicode's Default_Ignorable_Code_Point ranges (variation selectors, fillers, tags ...)
+# and the braille blank: drawn as nothing, or as a blank, whatever their category.
+_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x2800, 0x2800),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
 _BLANKS = re.compile(r"[ \t]{16,}")
 
 
@@ -68,8 +90,10 @@ def for_prompt(arguments: JsonValue) -> ShownArguments:
 
 
 def fits(arguments: JsonValue) -> bool:
-    """Can a prompt show these arguments whole?"""
-    return len(show_arguments(arguments).text) <= SHOWN_LIMIT
+    """Can a prompt show these arguments whole? (Counting what a code block's fence inside
+    them grows by when a platform breaks it up.)"""
+    text = show_arguments(arguments).text
+    return len(text) + text.count("```") <= SHOWN_LIMIT
 
 
 def _texts(value: JsonValue) -> list[str]:
@@ -83,11 +107,18 @@ def _texts(value: JsonValue) -> list[str]:
 
 
 def _hidden(char: str) -> bool:
-    return char not in "\n\t" and unicodedata.category(char) in _INVISIBLE
+    """Not shown as itself: invisible, ignorable, or a blank that is not a plain space."""
+    if char in "\n\t ":
+        return False
+    category = unicodedata.category(char)
+    if category in _INVISIBLE or category == "Zs":
+        return True
+    code = ord(char)
+    return any(low <= code <= high for low, high in _IGNORABLE)
 
 
 def _escape(char: str) -> str:
-    if char == "\n" or unicodedata.category(char) not in _INVISIBLE:
+    if not _hidden(char):
         return char
     code = ord(char)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

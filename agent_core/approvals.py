@@ -7,13 +7,14 @@ of its conversation, wherever it will run next. The caller wakes that conversati
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 
 import structlog
 
+from agent_core.access import MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
-from agent_core.events import ConversationKey, Edit, MessageRef, Reply
+from agent_core.events import Edit, MessageRef, Reply
 from agent_core.records import ApprovalDecision, ApprovalRecord, ApprovalStatus
 from agent_core.storage.store import Store
 
@@ -41,43 +42,45 @@ class Approvals:
         outbound: Outbound,
         *,
         admins: Collection[str],
-        may_talk: Callable[[str, ConversationKey], Awaitable[bool]] | None = None,
+        may_talk: MayTalk | None = None,
     ) -> None:
         self._store = store
         self._outbound = outbound
         self._admins = frozenset(admins)
         self._may_talk = may_talk
 
-    async def refusal(self, approval: ApprovalRecord, user: str) -> str | None:
+    async def refusal(
+        self, approval: ApprovalRecord, user: str, *, team: str | None = None
+    ) -> str | None:
         """Why ``user`` may not decide this approval (None: they may).
 
         The requester may (unless policy says ``self_approve = false``), as long as they may
         still talk to the agent there; so may admins, and the approvers the policy names: a
         user, or a role (``role:admin``, ``role:member`` = anyone who may talk to the agent
         in that conversation)."""
+        if not approval.self_approve and _same_person(user, approval.requested_by):
+            return "own_request"
         if user == approval.requested_by:
-            if not approval.self_approve:
-                return "own_request"
-            if not await self._talks(user, approval):
+            if not await self._talks(user, approval, team):
                 return "no_access"
             return None
         if user in self._admins or user in approval.approvers:
             return None
-        if "role:member" in approval.approvers and await self._talks(user, approval):
+        if "role:member" in approval.approvers and await self._talks(user, approval, team):
             return None
         return "not_approver"
 
-    async def _talks(self, user: str, approval: ApprovalRecord) -> bool:
-        return self._may_talk is None or await self._may_talk(user, approval.conversation)
+    async def _talks(self, user: str, approval: ApprovalRecord, team: str | None) -> bool:
+        return self._may_talk is None or await self._may_talk(user, approval.conversation, team)
 
     async def decide(
-        self, approval_id: str, *, decision: ApprovalDecision, user: str
+        self, approval_id: str, *, decision: ApprovalDecision, user: str, team: str | None = None
     ) -> ApprovalRecord:
         """Decide once. Raises ApprovalNotFound, NotAllowedToDecide or AlreadyDecided."""
         approval = await self._store.approval(approval_id)
         if approval is None:
             raise ApprovalNotFound(approval_id)
-        reason = await self.refusal(approval, user)
+        reason = await self.refusal(approval, user, team=team)
         if reason is not None:
             raise NotAllowedToDecide(approval_id, user, reason)
         if approval.status != "pending":
@@ -135,6 +138,13 @@ class Approvals:
         except Exception:
             # The decision stands; only its display is stale.
             log.exception("could not show the decision", approval_id=approval.id)
+
+
+def _same_person(user: str, requester: str) -> bool:
+    """The web chat names its users as the request says (its one principal is whoever is on
+    loopback or holds the token), so for the requester rule every web user is one person:
+    a second person must decide from another platform."""
+    return user == requester or (user.startswith("web:") and requester.startswith("web:"))
 
 
 def _note(approval: ApprovalRecord, status: ApprovalStatus, user: str) -> str:

@@ -72,6 +72,9 @@ class _FromPlatform:
     platform_event_id: str
     received_at: datetime = field(default_factory=utcnow)
     raw: dict[str, JsonValue] = field(default_factory=dict)
+    # The person's own workspace where the platform says which it is (Slack: a Slack
+    # Connect guest's team differs from the channel's); None: the conversation's.
+    user_team: str | None = None
 
     @property
     def conversation(self) -> ConversationKey:
@@ -98,9 +101,6 @@ class InboundMessage(_FromPlatform):
     mentions: tuple[str, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
-    # The sender's own workspace where the platform says which it is (Slack: a Slack
-    # Connect guest's team differs from the channel's); None: the conversation's.
-    user_team: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

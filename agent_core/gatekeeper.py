@@ -57,9 +57,9 @@ class Gatekeeper:
         """May this user talk to the agent (outside any particular group)?"""
         return self._policy.is_member(user) or await self._store.is_paired(user)
 
-    async def may_talk(self, user: str, where: ConversationKey) -> bool:
+    async def may_talk(self, user: str, where: ConversationKey, team: str | None = None) -> bool:
         """May this user talk to the agent in this conversation, now?"""
-        return await self._membership.may_talk(user, where)
+        return await self._membership.may_talk(user, where, team)
 
     async def admit(self, event: InboundMessage) -> Admission:
         """The verdict for a message (before it is ledgered; nothing is spent yet)."""

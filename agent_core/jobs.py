@@ -24,13 +24,14 @@ from typing import Protocol
 
 import structlog
 
+from agent_core.access import MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost
 from agent_core.events import Reply, utcnow
 from agent_core.loop import TurnRunner, heartbeat
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.records import JobRecord, TurnRecord, TurnStatus
-from agent_core.revocation import JOB_REFUSED, NO_ACCESS, MayTalk, deliver_note
+from agent_core.revocation import JOB_REFUSED, NO_ACCESS, deliver_note
 from agent_core.storage.store import Store
 
 log = structlog.get_logger("chatgate.jobs")

@@ -32,10 +32,11 @@ import structlog
 from pydantic import JsonValue
 
 from agent_core import tracing
+from agent_core.access import MayTalk
 from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost, ModelError, Suspended
-from agent_core.events import ConversationKey, Reply
+from agent_core.events import Reply
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.model import ChatMessage, Model, ToolCallRequest
@@ -103,7 +104,7 @@ class TurnRunner:
         tools_offered: int = 32,
         summarizer: Model | None = None,
         extract_memories: bool = False,
-        may_talk: Callable[[str, ConversationKey], Awaitable[bool]] | None = None,
+        may_talk: MayTalk | None = None,
     ) -> None:
         self._store = store
         # Asked before a turn that waited goes on: its person may have lost access since.
@@ -264,10 +265,11 @@ class TurnRunner:
         return "failed"
 
     async def _lost_access(self, turn: TurnRecord) -> bool:
-        """A person's turn that resumes after waiting (their approval, a restart), when they
-        may no longer talk to the agent there. Fresh turns were admitted moments ago, and
-        queued ones are checked by their job."""
-        if self._may_talk is None or turn.queued or not turn.steps:
+        """A person's turn, when they may no longer talk to the agent there: revoked since
+        their message was admitted (it may have waited behind other turns, for an approval,
+        or for a restart). Queued turns are checked by their job. (Only a person let in by
+        pairing costs a lookup: the rest is the policy in memory.)"""
+        if self._may_talk is None or turn.queued:
             return False
         if any(step.kind == "reply" for step in turn.steps):
             return False  # only its delivery is left

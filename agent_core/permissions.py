@@ -15,6 +15,8 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from agent_core.secrets import refers_to_secret
+
 Decision: TypeAlias = Literal["allow", "deny", "ask"]
 
 
@@ -104,13 +106,18 @@ def _defaults(call: ToolCall, context: PermissionContext) -> Decision | None:
             return "allow"
         case "http_request":
             # A request that carries a credential asks, unless a policy rule allows it.
-            if any("{{secret:" in _text(value).replace(" ", "") for value in _strings(call)):
+            if carries_secret(call):
                 return "ask"
             return "allow" if _text(call.arguments.get("method")).upper() == "GET" else "ask"
         case "run_command":
             return "ask"
         case _:
             return None
+
+
+def carries_secret(call: ToolCall) -> bool:
+    """Does any argument refer to a secret (``{{secret:NAME}}``)?"""
+    return any(refers_to_secret(_text(value)) for value in _strings(call))
 
 
 def _strings(call: ToolCall) -> list[JsonValue]:
@@ -128,8 +135,8 @@ def _strings(call: ToolCall) -> list[JsonValue]:
     return found
 
 
-def _grants(call: ToolCall, context: PermissionContext) -> Decision | None:
-    return "allow" if call.name in context.grants else None
+def _granted(call: ToolCall, context: PermissionContext) -> bool:
+    return call.name in context.grants
 
 
 class Permissions:
@@ -141,7 +148,7 @@ class Permissions:
         others = [rule for rule in self._rules if rule.decision != "deny"]
         self._checks: tuple[Check, ...] = (
             _rules_check(denials),
-            _grants,
+            self._grants,
             _rules_check(others),
             *checks,
             _defaults,
@@ -154,6 +161,18 @@ class Permissions:
             if decision is not None:
                 return decision
         return "ask"
+
+    def _grants(self, call: ToolCall, context: PermissionContext) -> Decision | None:
+        """A grant ("Allow in this conversation") allows the tool there, except for a call
+        a rule wants a particular approval for (named approvers, or not the requester's
+        own) and a call that would send a secret: those are asked each time."""
+        if not _granted(call, context) or carries_secret(call):
+            return None
+        for rule in self._rules:
+            particular = rule.approvers or not rule.self_approve
+            if rule.decision == "ask" and particular and rule.matches(call):
+                return None
+        return "allow"
 
     def approvers(self, call: ToolCall) -> tuple[str, ...]:
         """Extra approvers named by the rules matching this call (besides requester, admins)."""

@@ -17,11 +17,11 @@ gateways sweeping at once act once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import structlog
 
+from agent_core.access import MayTalk
 from agent_core.approvals import Approvals
 from agent_core.delivery import Outbound
 from agent_core.events import ConversationKey, Reply
@@ -30,7 +30,6 @@ from agent_core.storage.store import Store
 
 log = structlog.get_logger("chatgate.access")
 
-MayTalk = Callable[[str, ConversationKey], Awaitable[bool]]
 
 SCHEDULE_PAUSED = (
     "I paused schedule {id}: {user}, who made it, may no longer use the agent here. An admin "
@@ -65,7 +64,13 @@ class Revocations:
         if self._swept and latest == self._seen:
             return []
         users = None if not self._swept else await self._store.revoked_since(self._seen)
+        cancelled = await self._stop_work_of(users)
+        # Only now: a pass that failed half-way is made again, whole, by the next sweep
+        # (what it did already is a compare-and-set that does not happen twice).
         self._swept, self._seen = True, latest
+        return cancelled
+
+    async def _stop_work_of(self, users: list[str] | None) -> list[ApprovalRecord]:
         allowed: dict[tuple[str, ConversationKey], bool] = {}
         cancelled: list[ApprovalRecord] = []
         for work in await self._store.owned_work(users):

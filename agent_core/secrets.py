@@ -26,6 +26,11 @@ _REFERENCE = re.compile(r"\{\{\s*secret:([A-Za-z0-9_]+)\s*\}\}")
 _RUN = 8
 
 
+def refers_to_secret(text: str) -> bool:
+    """Does ``text`` hold a ``{{secret:NAME}}`` reference (however it is spaced)?"""
+    return _REFERENCE.search(text) is not None
+
+
 class UnknownSecret(KeyError):
     """The model referred to a secret name that is not configured."""
 
@@ -36,7 +41,10 @@ class _Secret:
     value: str
     # None: every host http_request may reach.
     hosts: tuple[str, ...] | None
+    # The value's whole disguises; and its runs of _RUN characters, looked up per window
+    # (a pattern of hundreds of alternatives is slow on a long text).
     pattern: re.Pattern[str]
+    runs: frozenset[str]
 
 
 class Secrets:
@@ -55,6 +63,7 @@ class Secrets:
                 value=value,
                 hosts=tuple(h.lower() for h in bound[name]) if name in bound else None,
                 pattern=_disguises(value),
+                runs=_runs(value),
             )
             for name, value in (values or {}).items()
             if value
@@ -100,6 +109,12 @@ class Secrets:
         found: list[tuple[int, int, str]] = []
         for secret in self._order:
             found += [(start, end, secret.name) for start, end in _spans(secret.pattern, text)]
+            if secret.runs:
+                found += [
+                    (i, i + _RUN, secret.name)
+                    for i in range(len(text) - _RUN + 1)
+                    if text[i : i + _RUN] in secret.runs
+                ]
         if not found:
             return text
         found.sort()
@@ -137,11 +152,12 @@ def _disguises(value: str) -> re.Pattern[str]:
     """One pattern that finds the value's disguises; matched with a look-ahead, so
     overlapping runs are all found (their spans are merged by the caller)."""
     raw = value.encode()
+    encoded = quote(value, safe="")
     forms = {
         value,
         value[::-1],
-        quote(value, safe=""),
-        quote(value, safe="").lower(),
+        encoded,
+        re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), encoded),
         quote_plus(value),
         raw.hex(),
         raw.hex().upper(),
@@ -150,10 +166,15 @@ def _disguises(value: str) -> re.Pattern[str]:
     }
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         forms |= _base64_cores(raw, encode)
-    if len(value) >= _RUN:
-        forms |= {value[i : i + _RUN] for i in range(len(value) - _RUN + 1)}
     alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if f)
     return re.compile(f"(?=({alternatives}))")
+
+
+def _runs(value: str) -> frozenset[str]:
+    """Every run of _RUN characters of the value (none for a shorter value)."""
+    if len(value) < _RUN:
+        return frozenset()
+    return frozenset(value[i : i + _RUN] for i in range(len(value) - _RUN + 1))
 
 
 def _base64_cores(raw: bytes, encode: Any) -> set[str]:
@@ -202,7 +223,11 @@ class LogScrubber:
         of a standard-library record (libraries log through it) before it is written."""
         if not self._secrets:
             return True
-        record.msg = self._secrets.scrub(record.getMessage())
+        try:
+            message = record.getMessage()
+        except Exception:  # a library's own bad format string: logging reports it
+            return True
+        record.msg = self._secrets.scrub(message)
         record.args = None
         if record.exc_info:
             text = "".join(traceback.format_exception(*record.exc_info))

@@ -118,7 +118,9 @@ class Dispatcher:
             case "approve" | "deny":
                 decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
                 try:
-                    await self.decide(command.args, decision=decision, user=event.user)
+                    await self.decide(
+                        command.args, decision=decision, user=event.user, team=event.user_team
+                    )
                 except ApprovalError as exc:
                     await self._gate.tell(event, accepted, refusal(exc))
             case "help":
@@ -257,10 +259,15 @@ class Dispatcher:
         return f"Working on it in the background (job {job_id}); the answer will be posted here."
 
     async def decide(
-        self, approval_id: str, *, decision: ApprovalDecision, user: str
+        self,
+        approval_id: str,
+        *,
+        decision: ApprovalDecision,
+        user: str,
+        team: str | None = None,
     ) -> ApprovalRecord:
         """Decide an approval (first answer wins) and wake the turn that waits on it."""
-        decided = await self._approvals.decide(approval_id, decision=decision, user=user)
+        decided = await self._approvals.decide(approval_id, decision=decision, user=user, team=team)
         self._metrics.approval_ended(decided)
         await self._resume(decided)
         return decided

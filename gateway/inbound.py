@@ -91,6 +91,7 @@ async def act_on_press(
                 press.approval_id,
                 decision=press.action,  # type: ignore[arg-type]
                 user=press.user,
+                team=press.user_team,
             )
         except ApprovalError as exc:
             await refuse(refusal(exc))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,7 +11,7 @@ import structlog
 from aiohttp import web
 
 from adapters.base import BadRequest
-from adapters.payloads import load_json
+from adapters.payloads import load_json, same_secret
 from agent_core.errors import StorageError
 from gateway.runtime import RUNTIME
 
@@ -100,7 +99,7 @@ async def metrics(request: web.Request) -> web.Response:
     token = runtime.settings.metrics_token
     if token is not None:
         presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(presented.encode(), token.get_secret_value().encode()):
+        if not same_secret(presented, token.get_secret_value()):
             return json_error(
                 401, "GET /metrics needs Authorization: Bearer CHATGATE_METRICS_TOKEN"
             )

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ import structlog
 from aiohttp import web
 
 from adapters.base import BadRequest
-from adapters.payloads import load_form, load_json
+from adapters.payloads import load_form, load_json, same_secret
 from agent_core.events import ButtonPress, InboundMessage
 from agent_core.settings import Settings
 from gateway.inbound import Acceptor, act_on_press
@@ -161,11 +162,11 @@ def _signed(request: web.Request, body: bytes, secret: str) -> bool:
     it, without decoding the body first)."""
     timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
     signature = request.headers.get("X-Slack-Signature", "")
-    if not timestamp.isdigit() or not signature or abs(time.time() - int(timestamp)) > 300:
+    if not re.fullmatch(r"[0-9]{1,12}", timestamp) or abs(time.time() - int(timestamp)) > 300:
         return False
     base = b"v0:" + timestamp.encode() + b":" + body
     expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected.encode(), signature.encode())
+    return same_secret(signature, expected)
 
 
 def add_routes(app: web.Application) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ import structlog
 from aiohttp import web
 
 from adapters.base import BadRequest
-from adapters.payloads import check, load_json
+from adapters.payloads import check, load_json, same_secret
 from agent_core.events import ButtonPress, InboundMessage
 from agent_core.faults import FaultPoints
 from agent_core.settings import Settings
@@ -253,7 +252,7 @@ async def webhook(request: web.Request) -> web.StreamResponse:
     if request.content_length is not None and request.content_length > MAX_BODY:
         return json_error(413, f"body larger than {MAX_BODY} bytes")
     given = request.headers.get(SECRET_HEADER, "")
-    if not hmac.compare_digest(given.encode(), telegram.secret.encode()):
+    if not same_secret(given, telegram.secret):
         request.app[RUNTIME].dispatcher.reject("telegram")
         return json_error(401, "wrong or missing X-Telegram-Bot-Api-Secret-Token")
     try:

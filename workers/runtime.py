@@ -115,7 +115,10 @@ def credentials(settings: Settings, environ: Mapping[str, str] | None = None) ->
     ):
         value = getattr(settings, field)
         if value is not None:
-            values[field.upper()] = value.get_secret_value()
+            name = field.upper()
+            while name in values:  # a [secrets] entry of the same name keeps its own
+                name += "_"
+            values[name] = value.get_secret_value()
     for name, url in (("DATABASE_PASSWORD", settings.database_url), ("REDIS", settings.redis_url)):
         password = urlsplit(url).password if url else None
         if password:

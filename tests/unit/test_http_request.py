@@ -289,3 +289,35 @@ async def test_a_huge_body_is_cut_while_it_streams() -> None:
     )
     assert outcome.status == "ok"
     assert produced <= 2 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:127.0.0.1",
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+        "fd00::1",
+        "::1",
+    ],
+)
+async def test_ipv6_addresses_that_lead_back_inside_are_refused(address: str) -> None:
+    ADDRESSES["sneaky.example"] = [address]
+    try:
+        seen: list[httpx.Request] = []
+        (tool,) = http_request_factory(
+            allowed_hosts=["sneaky.example"],
+            secrets=Secrets(),
+            timeout=5,
+            output_limit=2000,
+            transport=httpx.MockTransport(lambda r: seen.append(r) or httpx.Response(200)),
+            resolve=_resolve,
+        )(TURN)
+        outcome = await tool.run(
+            tool.validate({"method": "GET", "url": "https://sneaky.example/"}), CONTEXT
+        )
+        assert outcome.status == "error"
+        assert "refused" in outcome.output
+        assert seen == []
+    finally:
+        del ADDRESSES["sneaky.example"]

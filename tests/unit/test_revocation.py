@@ -256,3 +256,48 @@ async def test_a_revoked_requester_may_not_approve_their_own_call(database: Data
     assert await world.approvals.refusal(approval, BOB) is None
     await world.store.revoke_user(BOB, actor="cli:root")
     assert await world.approvals.refusal(approval, BOB) == "no_access"
+
+
+async def test_a_slack_connect_guest_is_no_member_by_the_channels_workspace_entry(
+    database: Database,
+) -> None:
+    """approvers = ["role:member"] in a channel whose workspace is allowed: a member of
+    that workspace may decide; a guest from another organisation in the shared channel
+    may not (their press carries their own team)."""
+    store = Store(database)
+    policy = AccessPolicy(mode="allowlist", allow=("slack:T0MINE:*",), admins=())
+    approvals = Approvals(
+        store, RecordingOutbound(), admins=(), may_talk=Membership(policy, store.is_paired).may_talk
+    )
+    accepted = await store.accept_inbound(
+        InboundMessage(
+            platform="slack",
+            workspace="T0MINE",
+            channel="C0SHARED",
+            user="slack:U0ALICE",
+            text="hi",
+            platform_event_id="e1",
+            user_team="T0MINE",
+        ),
+        open_turn=False,
+    )
+    turn = await store.start_turn(
+        await store.background_turn(
+            accepted.conversation_id, user="slack:U0ALICE", prompt="p", reply_to=None
+        )
+    )
+    approval = await store.request_approval(
+        turn,
+        2,
+        ApprovalRequest(
+            kind="tool",
+            tool="deploy",
+            arguments={},
+            approvers=("role:member",),
+            expires_at=utcnow() + timedelta(hours=1),
+            prompt_text="?",
+            call_id="c1",
+        ),
+    )
+    assert await approvals.refusal(approval, "slack:U0BOB", team="T0MINE") is None
+    assert await approvals.refusal(approval, "slack:U0GUEST", team="T0OTHER") == "not_approver"

@@ -473,3 +473,23 @@ async def test_a_call_too_long_to_show_whole_is_not_put_to_anyone(database: Data
     told = model.prompts[1][-1].content
     assert "too long to show whole in an approval prompt" in str(told)
     assert _replies(outbound) == ["I will split it."]
+
+
+async def test_self_approve_off_needs_a_person_on_another_platform_for_a_web_request(
+    database: Database,
+) -> None:
+    """Every web name is the web chat's one principal; an admin on Slack decides."""
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    rules = [PolicyRule(tool="charge", decision="ask", self_approve=False)]
+    model = ScriptedModel(_call("charge", '{"amount": 1}'), "paid")
+    conversation = await _say(store, "pay")
+    runner = _runner(store, model, outbound, effects, rules=rules)
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    (prompt,) = _prompts(outbound)
+    approvals = Approvals(store, outbound, admins=["web:boss", "slack:U0ADMIN"])
+    for user in ("web:ann", "web:boss"):
+        with pytest.raises(NotAllowedToDecide):
+            await approvals.decide(prompt.approval_id, decision="approve", user=user)
+    await approvals.decide(prompt.approval_id, decision="approve", user="slack:U0ADMIN")
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    assert [c[0] for c in effects.calls] == ["charge"]
