@@ -1,15 +1,40 @@
-"""What every platform adapter is: verify, parse to events, render and send replies.
+"""The port every chat platform implements, and what the gateway lends it.
 
-Errors (raised by adapters, mapped to HTTP statuses by the gateway):
+A platform lives in one package, ``adapters/<platform>/``: ``parse`` and ``render`` (pure:
+payloads in, events out; events in, payloads out), ``send`` (the outbound client),
+``inbound`` (the :class:`ChatAdapter`: webhook routes, or the long-lived connection) and
+``setup`` (what ``chatgate doctor`` and the setup commands ask the platform).
+``adapters.registry`` builds the configured ones; the gateway and the workers know
+platforms only through this module.
+
+An adapter hands every message and button press to the gateway's :class:`EventSink`; the
+few gateway concerns it needs besides (a lock one process holds at a time, setting an
+unhandleable event aside, the test fault points) come as :class:`GatewayHooks`.
+
+Errors (raised by adapters, mapped to HTTP statuses and exit codes by the gateway):
 
     AdapterError
     ├── BadRequest       the body is not what the platform sends (400)
-    ├── Unauthorized     signature, secret or token missing or wrong (401)
+    ├── Unauthorized     signature, secret or token missing or wrong (401; exit 2)
     ├── Forbidden        authenticated, but not allowed here (403)
-    └── RateLimited      the platform asked us to wait ``retry_after`` seconds
+    └── PlatformError    the platform refused a call or did not answer (exit 1)
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
+
+from agent_core.delivery import Outbound
+from agent_core.events import ButtonPress, InboundMessage, Platform
+from agent_core.faults import FaultPoints
+from agent_core.records import Accepted
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class AdapterError(Exception):
@@ -28,9 +53,165 @@ class Forbidden(AdapterError):
     """The caller is authentic but may not use this route from where it is."""
 
 
-class RateLimited(AdapterError):
-    """The platform refused a call for now; retry after ``retry_after`` seconds."""
+class PlatformError(AdapterError):
+    """The platform refused a call, or could not be reached."""
 
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(retry_after)
-        self.retry_after = retry_after
+
+Status = Literal["ok", "WARN", "FAIL"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of ``chatgate doctor``'s report."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """The check as printed: status, name, detail and the fix if any."""
+        text = f"{self.status:<4} {self.name:<10} {self.detail}"
+        return f"{text}\n     fix: {self.fix}" if self.fix else text
+
+
+class PlatformSender(Outbound, Protocol):
+    """A platform's outbound client: it holds HTTP connections, opened and closed once.
+    Workers use nothing of an adapter but this."""
+
+    async def open(self) -> None:
+        """Open what the client keeps between calls."""
+        ...
+
+    async def close(self) -> None:
+        """Close it."""
+        ...
+
+
+Refuse = Callable[[str], Awaitable[None]]
+"""Tell the person who pressed a button, and them alone, why nothing happened."""
+
+
+class EventSink(Protocol):
+    """The one callable the gateway hands every adapter: where messages and presses go."""
+
+    async def __call__(
+        self,
+        event: InboundMessage | ButtonPress,
+        *,
+        deadline: float | None = None,
+        refuse: Refuse | None = None,
+    ) -> Accepted | None:
+        """A message is stored in the ingress ledger (what the ledger made of it is
+        returned) and its turn runs after; a message that only replies in a thread
+        (``raw["addressed"]`` False) is dropped unless the agent talks there already. A
+        press is decided (an approval, or a schedule's pause, resume or delete); a person
+        who may not is told through ``refuse``.
+
+        ``deadline``: return after this many seconds at most (None once stored, or
+        decided), for platforms that must be answered in time; the work goes on. Raises
+        when a message could not be stored (the database is down), so the platform
+        delivers it again."""
+        ...
+
+
+class Lock(Protocol):
+    """A lock that one process holds at a time across every gateway (Slack's socket,
+    Telegram's ``getUpdates`` and Discord's gateway session take one each)."""
+
+    @property
+    def holding(self) -> bool:
+        """Whether this process holds it now."""
+        ...
+
+    async def serve(self, run: Callable[[], Awaitable[None]], stopping: asyncio.Event) -> None:
+        """Until ``stopping``: run ``run()`` while this process holds the lock."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayHooks:
+    """What the gateway lends an adapter besides the sink (workers lend nothing: they
+    only send)."""
+
+    # A named lock one process holds at a time.
+    lock: Callable[[str], Lock]
+    # Keep an event that cannot be handled (platform, event id, raw, error) so the adapter
+    # can move on; False when even that could not be stored.
+    set_aside: Callable[[Platform, str, Mapping[str, Any], str], Awaitable[bool]]
+    # Whether the database answers (a failure is the event's fault only when it does).
+    database_up: Callable[[], Awaitable[bool]]
+    # Count a request refused for a bad signature or secret.
+    rejected: Callable[[Platform], None]
+    # The process's test fault points (crash tests only).
+    faults: FaultPoints
+
+
+class ChatAdapter(Protocol):
+    """One chat platform: its outbound client, and where its events come in from.
+
+    Lifecycle: ``async with adapter:`` opens the sender's connections and closes them and
+    whatever else the adapter holds. The gateway calls ``mount`` while it builds its
+    routes (webhook platforms register theirs; others nothing) and runs ``run`` as a task
+    while it serves (long-lived connections; others return at once)."""
+
+    @property
+    def platform(self) -> Platform:
+        """Which platform this is."""
+        ...
+
+    @property
+    def sender(self) -> PlatformSender:
+        """The outbound client (all a worker uses)."""
+        ...
+
+    async def __aenter__(self) -> Self:
+        """Open the sender."""
+        ...
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the sender and anything the adapter still holds."""
+        ...
+
+    def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
+        """Register the platform's webhook routes, each handing its events to ``sink``."""
+        ...
+
+    async def run(self, sink: EventSink, stopping: asyncio.Event) -> None:
+        """Receive from a long-lived connection into ``sink`` until ``stopping``."""
+        ...
+
+    def ready(self) -> str | None:
+        """None when the adapter receives (or another process does, for a connection only
+        one may hold), else why not (``/readyz`` answers 503 with it)."""
+        ...
+
+    async def check(self) -> Check:
+        """Ask the platform whether the settings work (``chatgate doctor``)."""
+        ...
+
+
+SenderT = TypeVar("SenderT", bound=PlatformSender)
+
+
+class SenderLifecycle(Generic[SenderT]):
+    """The lifecycle every adapter shares: open the sender on enter, close it on exit."""
+
+    sender: SenderT
+
+    async def __aenter__(self) -> Self:
+        await self.sender.open()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.sender.close()

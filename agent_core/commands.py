@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import get_args
+from typing import Literal, TypeAlias, get_args
 
-from agent_core.events import CommandName
+CommandName: TypeAlias = Literal[
+    "help", "new", "jobs", "cancel", "bg", "approve", "deny", "usage", "schedule"
+]
 
 _COMMAND = re.compile(r"^/?(?P<name>[a-z]+)(?:\s+(?P<args>.*))?$", re.DOTALL)
 _NAMES = frozenset(get_args(CommandName))

@@ -1,10 +1,10 @@
 """The common event schema: what adapters produce and consume, and nothing else.
 
-Inbound events (``InboundMessage``, ``ButtonPress``, ``Command``, ``ScheduledPrompt``)
-come from a platform or the scheduler; outbound events (``Reply``, ``ApprovalPrompt``,
-``Edit``) go to one. Every event is a frozen dataclass with a ``kind`` discriminator and
-round-trips through JSON with :func:`event_to_json` / :func:`event_from_json`, so events can
-be journaled, queued and replayed without the platform SDK objects they came from.
+Inbound events (``InboundMessage``, ``ButtonPress``) come from a platform; outbound events
+(``Reply``, ``ApprovalPrompt``, ``Edit``) go to one. Every event is a frozen dataclass with
+a ``kind`` discriminator and round-trips through JSON with :func:`event_to_json` /
+:func:`event_from_json`, so events can be journaled, queued and replayed without the
+platform SDK objects they came from.
 """
 
 from __future__ import annotations
@@ -103,43 +103,28 @@ class InboundMessage(_FromPlatform):
     reply_to: str | None = None
 
 
+ButtonAction: TypeAlias = Literal[
+    # An approval's buttons.
+    "approve",
+    "allow_conversation",
+    "deny",
+    # A ``jobs`` listing's buttons, one schedule each.
+    "pause",
+    "resume",
+    "delete",
+]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ButtonPress(_FromPlatform):
     """A person pressed a button we rendered (an approval, or another action)."""
 
     kind: Literal["button"] = "button"
     approval_id: str | None = None
-    action: str
+    action: ButtonAction
     # What the button acts on when it is not an approval (a schedule id for pause ...).
     value: str | None = None
     message: MessageRef | None = None
-
-
-CommandName: TypeAlias = Literal[
-    "help", "new", "jobs", "cancel", "bg", "approve", "deny", "usage", "schedule"
-]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Command(_FromPlatform):
-    """A text command (``/approve ID``, ``jobs``, ``bg PROMPT`` ...)."""
-
-    kind: Literal["command"] = "command"
-    name: CommandName
-    args: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScheduledPrompt:
-    """A schedule fired: run ``prompt`` in ``conversation`` as ``user``."""
-
-    kind: Literal["scheduled"] = "scheduled"
-    conversation: ConversationKey
-    user: str
-    prompt: str
-    schedule_id: str
-    run_id: str
-    scheduled_for: datetime
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,7 +166,7 @@ class Edit:
     payload: dict[str, JsonValue] | None = None
 
 
-InboundEvent: TypeAlias = InboundMessage | ButtonPress | Command | ScheduledPrompt
+InboundEvent: TypeAlias = InboundMessage | ButtonPress
 OutboundEvent: TypeAlias = Reply | ApprovalPrompt | Edit
 Event: TypeAlias = InboundEvent | OutboundEvent
 

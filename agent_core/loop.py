@@ -39,7 +39,8 @@ from agent_core.errors import LeaseLost, ModelError, Suspended
 from agent_core.events import Reply
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
-from agent_core.model import ChatMessage, Model, ToolCallRequest
+from agent_core.journaled import ModelCallOutput
+from agent_core.model import ChatMessage, Model
 from agent_core.permissions import Permissions
 from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.secrets import Secrets
@@ -77,7 +78,7 @@ class TurnObserver(Protocol):
         """A turn stopped running here: ``status`` is final, or None if it was interrupted."""
         ...
 
-    def model_called(self, turn: TurnRecord, output: Mapping[str, JsonValue]) -> None:
+    def model_called(self, turn: TurnRecord, output: ModelCallOutput) -> None:
         """A model call answered: its tokens per context section, tokens and cost."""
         ...
 
@@ -311,7 +312,7 @@ class TurnRunner:
             step = turn.step(seq)
             answered: FinishedStep | None = None
             if step is not None and step.status != "started" and isinstance(step.output, dict):
-                output: Mapping[str, JsonValue] = step.output
+                output = ModelCallOutput.from_json(step.output)
                 tracing.mark(
                     "chatgate.model_call", tracing.replayed_model_call_attributes(seq, output)
                 )
@@ -321,14 +322,13 @@ class TurnRunner:
                 output, past = await self._call_model(
                     turn, seq, past, current, offer.specs(), retry_errors=retry_errors
                 )
-                status: StepStatus = "failed" if "error" in output else "done"
-                answered = FinishedStep(seq, "model_call", status, dict(output))
-            calls = _tool_calls(output)
-            text = str(output.get("text", ""))
-            if output.get("error") or not calls:
+                status: StepStatus = "failed" if output.error is not None else "done"
+                answered = FinishedStep(seq, "model_call", status, output.to_json())
+            calls = output.tool_calls
+            text = output.text
+            if output.error or not calls:
                 # A final answer: its model call is journaled with the reply's intent.
-                role = _role(output.get("role"))
-                return _Answer(seq + 1, role, text, _error(output), answered=answered)
+                return _Answer(seq + 1, output.role, text, output.error, answered=answered)
             if answered is not None:
                 await self._store.finish_step(
                     turn.id, seq, kind="model_call", status=answered.status, output=answered.output
@@ -364,13 +364,14 @@ class TurnRunner:
         specs: Sequence[Mapping[str, Any]],
         *,
         retry_errors: bool,
-    ) -> tuple[dict[str, JsonValue], Past]:
+    ) -> tuple[ModelCallOutput, Past]:
         """Make the model call (journaled as started); return its output, not yet journaled,
         and the past it saw."""
-        output: dict[str, JsonValue]
         if self._model is None:
             past = await self._start_model_call(turn, seq, past, {})
-            output = {"role": "system", "text": NO_MODEL_REPLY, "error": "no model configured"}
+            output = ModelCallOutput(
+                role="system", text=NO_MODEL_REPLY, error="no model configured"
+            )
             return output, past
         # Packing asks the model for its window and tokenizer: litellm must be loaded (off
         # the event loop) first.
@@ -382,7 +383,7 @@ class TurnRunner:
             verdict = judge(self._budgets, spent)
             if verdict.stop is not None:
                 log.info("budget reached", reason=verdict.stop)
-                output = {"role": "system", "text": verdict.stop, "error": "budget reached"}
+                output = ModelCallOutput(role="system", text=verdict.stop, error="budget reached")
                 return output, past
         assert self._prompter is not None
         packed, past = await self._prompter.prompt(turn, past, current)
@@ -397,29 +398,27 @@ class TurnRunner:
         except ModelError as exc:
             if retry_errors:
                 raise
-            output = {
-                "role": "system",
-                "text": f"Sorry, the model could not be reached ({exc}). "
+            output = ModelCallOutput(
+                role="system",
+                text=f"Sorry, the model could not be reached ({exc}). "
                 "Your message is saved; send it again to retry.",
-                "error": str(exc),
-            }
+                error=str(exc),
+            )
         else:
             empty = not reply.text and not reply.tool_calls
-            output = {
-                "role": "assistant",
-                "text": "(the model returned an empty reply)" if empty else reply.text,
-                "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
-                ],
-                "model": reply.model,
-                "messages": len(prompt),
-                "context_tokens": dict(packed.tokens),
-                "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens,
-                "cost_usd": reply.cost_usd,
-            }
+            text = "(the model returned an empty reply)" if empty else reply.text
             if verdict.warning is not None and not reply.tool_calls:
-                output["text"] = f"{output['text']}\n\n_{verdict.warning}_"
+                text = f"{text}\n\n_{verdict.warning}_"
+            output = ModelCallOutput(
+                text=text,
+                tool_calls=reply.tool_calls,
+                model=reply.model,
+                messages=len(prompt),
+                context_tokens=dict(packed.tokens),
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                cost_usd=reply.cost_usd,
+            )
             if self._observer:
                 self._observer.model_called(turn, output)
         return output, past
@@ -535,23 +534,3 @@ class _Answer:
     text: str
     error: str | None
     answered: FinishedStep | None = None
-
-
-def _tool_calls(output: Mapping[str, JsonValue]) -> tuple[ToolCallRequest, ...]:
-    raw = output.get("tool_calls") or []
-    if not isinstance(raw, list):
-        return ()
-    return tuple(
-        ToolCallRequest(id=str(c["id"]), name=str(c["name"]), arguments=str(c["arguments"]))
-        for c in raw
-        if isinstance(c, dict)
-    )
-
-
-def _role(value: object) -> Role:
-    return "system" if value == "system" else "assistant"
-
-
-def _error(output: Mapping[str, object]) -> str | None:
-    error = output.get("error")
-    return None if error is None else str(error)

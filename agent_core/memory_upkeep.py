@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from agent_core.journaled import Spend
 from agent_core.model import ChatMessage, Model, ModelReply
 from agent_core.records import JobRecord, MemoryRecord
 from agent_core.storage.store import Store
@@ -99,13 +100,13 @@ def same_words(a: str, b: str) -> bool:
     return _NOT_WORDS.sub(" ", a.lower()).strip() == _NOT_WORDS.sub(" ", b.lower()).strip()
 
 
-def _spend(reply: ModelReply) -> dict[str, Any]:
-    return {
-        "model": reply.model,
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "cost_usd": reply.cost_usd,
-    }
+def _spend(reply: ModelReply) -> Spend:
+    return Spend(
+        model=reply.model,
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        cost_usd=reply.cost_usd,
+    )
 
 
 class MemoryUpkeep:
@@ -179,7 +180,7 @@ class MemoryUpkeep:
         repeats = [m.id for m in older if same_words(m.fact, fact.fact)]
         rest = [m for m in older if m.id not in repeats]
         obsolete: list[int] | None = list(repeats)
-        spend: dict[str, Any] | None = None
+        spend: Spend | None = None
         if rest:
             listing = "\n".join(f"- id {m.id} ({m.created_at:%Y-%m-%d}): {m.fact}" for m in rest)
             reply = await model.complete(

@@ -45,6 +45,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from agent_core.errors import Signal
+from agent_core.journaled import ModelCallOutput
 from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.records import TurnRecord
 
@@ -209,20 +210,16 @@ def model_reply_attributes(reply: ModelReply) -> Attributes:
     }
 
 
-_JOURNALED_USAGE = {
-    "model": "gen_ai.response.model",
-    "prompt_tokens": "gen_ai.usage.input_tokens",
-    "completion_tokens": "gen_ai.usage.output_tokens",
-    "cost_usd": "chatgate.cost_usd",
-}
-
-
-def replayed_model_call_attributes(seq: int, output: Mapping[str, object]) -> Attributes:
+def replayed_model_call_attributes(seq: int, output: ModelCallOutput) -> Attributes:
     """A model call's attributes from its journaled output."""
     attributes: dict[str, AttributeValue] = {"chatgate.step": seq, "chatgate.replayed": True}
-    for key, name in _JOURNALED_USAGE.items():
-        value = output.get(key)
-        if isinstance(value, str | int | float):
+    for name, value in (
+        ("gen_ai.response.model", output.model),
+        ("gen_ai.usage.input_tokens", output.prompt_tokens),
+        ("gen_ai.usage.output_tokens", output.completion_tokens),
+        ("chatgate.cost_usd", output.cost_usd),
+    ):
+        if value is not None:
             attributes[name] = value
     return attributes
 

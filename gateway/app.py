@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import sys
@@ -13,8 +14,12 @@ from datetime import timedelta
 import structlog
 from aiohttp import web
 
-from adapters.web import WebHub
+from adapters.http import MAX_BODY
+from adapters.registry import AdapterFactory, build_adapters
+from adapters.web.send import WebHub
 from agent_core.approvals import Approvals
+from agent_core.delivery import OutboundRouter
+from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
 from agent_core.model import Model
@@ -24,17 +29,15 @@ from agent_core.secrets import LogScrubber
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
-from gateway import discord as discord_gateway
 from gateway import routes
-from gateway import slack as slack_routes
-from gateway import telegram as telegram_routes
+from gateway.chat_commands import ChatCommands
 from gateway.children import Child
-from gateway.dispatch import Dispatcher
+from gateway.dispatch import Dispatcher, submit_or_later
 from gateway.metrics import Metrics
+from gateway.platforms import Platforms, gateway_hooks
 from gateway.runtime import RUNTIME, Runtime
 from gateway.supervisor import Supervisor
 from gateway.web import api
-from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
 from workers.runtime import (
     access_policy,
@@ -43,11 +46,10 @@ from workers.runtime import (
     build_model,
     credentials,
     maintenance_cron,
-    outbound_for,
-    platform_senders,
     prepare_sandbox,
     process_owner,
 )
+from workers.ticker import ScheduleTicker
 
 log = structlog.get_logger("chatgate.gateway")
 
@@ -109,34 +111,33 @@ async def _warm_up(model: Model) -> None:
         log.exception("model warm-up failed; the first call will try again")
 
 
-def build_app(settings: Settings, *, model: Model | None = None) -> web.Application:
-    """The aiohttp application with every route and the runtime's lifecycle attached."""
+def build_app(
+    settings: Settings,
+    *,
+    model: Model | None = None,
+    adapters: AdapterFactory = build_adapters,
+) -> web.Application:
+    """The aiohttp application with every route and the runtime's lifecycle attached
+    (``adapters``: the registry, or a test's stand-in)."""
     app = web.Application(
-        client_max_size=routes.MAX_BODY,
+        client_max_size=MAX_BODY,
         middlewares=[api.headers_middleware, routes.errors_middleware, api.access_middleware],
     )
     routes.add_routes(app)
     api.add_routes(app)
-    slack_routes.add_routes(app)
-    telegram_routes.add_routes(app)
     chosen = model if model is not None else build_model(settings)
-    senders = platform_senders(settings)
-    if "slack" in senders:
-        slack_routes.attach(app, settings, senders["slack"])  # type: ignore[arg-type]
-    if "telegram" in senders:
-        telegram_routes.attach(app, settings, senders["telegram"])  # type: ignore[arg-type]
-    if "discord" in senders:
-        discord_gateway.attach(app, settings, senders["discord"])  # type: ignore[arg-type]
+    faults = FaultPoints(settings.test_fault)
+    hub = WebHub()
+    platforms = Platforms(app, adapters(settings, hooks=gateway_hooks(app, faults), hub=hub))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with open_database(settings.database_url) as database:
             store = Store(database)
             metrics = Metrics()
             database.on_commit = metrics.committed
-            hub = WebHub()
-            outbound = outbound_for(senders, hub)
-            for sender in senders.values():
-                await sender.open()
+            stack = contextlib.AsyncExitStack()
+            await platforms.open(stack)
+            outbound = OutboundRouter({p: a.sender for p, a in platforms.adapters.items()})
             core = build_core(
                 settings,
                 store,
@@ -144,9 +145,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 model=chosen,
                 sandbox=await prepare_sandbox(settings),
                 observer=metrics,
+                faults=faults,
             )
             await core.mcp.start()
-            stack = contextlib.AsyncExitStack()
             users: Limiter
             conversations: Limiter
             if settings.redis_url:
@@ -194,6 +195,13 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                     core.jobs, owner=owner, concurrency=settings.job_concurrency, busy=priority.busy
                 )
                 queue = local
+            commands = ChatCommands(
+                store,
+                gate=gate,
+                schedules=core.schedules,
+                submit=functools.partial(submit_or_later, queue),
+                budgets=budget_limits(settings),
+            )
             runtime = Runtime(
                 settings=settings,
                 owner=owner,
@@ -212,20 +220,22 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                     hub=hub,
                     schedules=core.schedules,
                     jobs=queue,
+                    commands=commands,
                     faults=core.faults,
-                    budgets=budget_limits(settings),
                     revocations=Revocations(
                         store, outbound, approvals=approvals, may_talk=gate.may_talk
                     ),
                 ),
+                commands=commands,
             )
             app[RUNTIME] = runtime
+            platforms.start(runtime.stopping)
             sweeper = asyncio.create_task(
                 _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
             )
             background: list[asyncio.Task[None]] = []
             if local is not None:
-                ticker = ScheduleDispatcher(
+                ticker = ScheduleTicker(
                     store, core.schedules, local, maintenance=maintenance_cron(settings)
                 )
                 background += [
@@ -234,7 +244,7 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                         tick_forever(
                             ticker, every=settings.schedule_tick_seconds, stopping=runtime.stopping
                         ),
-                        name="dispatcher",
+                        name="ticker",
                     ),
                 ]
                 runner_wake = local.wake
@@ -254,10 +264,8 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                 cancelled = await supervisor.drain(settings.drain_seconds)
                 jobs_cancelled = await local.drain(settings.drain_seconds) if local else 0
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
-                await stack.aclose()
                 await core.mcp.close()
-                for sender in senders.values():
-                    await sender.close()
+                await stack.aclose()
                 for task in (sweeper, warming, *background):
                     if task is not None:
                         task.cancel()
@@ -265,8 +273,9 @@ def build_app(settings: Settings, *, model: Model | None = None) -> web.Applicat
                             await task
 
     async def on_shutdown(app: web.Application) -> None:
-        # Long-lived streams end so the drain can begin.
+        # Long-lived streams end and the platforms stop receiving, so the drain can begin.
         app[RUNTIME].stopping.set()
+        await platforms.stop()
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)

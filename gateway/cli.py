@@ -59,7 +59,7 @@ def _serve(*, with_workers: bool) -> None:
 
 @app.command()
 def run() -> None:
-    """Everything on one machine: gateway, web chat, job runner and schedule dispatcher.
+    """Everything on one machine: gateway, web chat, job runner and schedule ticker.
 
     SQLite and no Redis by default; with CHATGATE_REDIS_URL also a Celery worker and beat
     as child processes."""
@@ -119,7 +119,7 @@ def worker(
 
 @app.command()
 def beat() -> None:
-    """The Celery beat role: ticks the schedule dispatcher (needs CHATGATE_REDIS_URL).
+    """The Celery beat role: ticks the schedule ticker (needs CHATGATE_REDIS_URL).
 
     Safe to run twice for redundancy: each slot fires once."""
     settings = _settings()
@@ -243,33 +243,30 @@ telegram = typer.Typer(help="Register or remove the Telegram webhook.", no_args_
 app.add_typer(telegram, name="telegram")
 
 
-def _telegram_bot(settings: Settings, *, needs_secret: bool) -> tuple[Any, str | None]:
+def _telegram_settings(settings: Settings, *, needs_secret: bool) -> Settings:
+    """``settings`` when they name a bot (and a webhook secret, if ``needs_secret``);
+    exit 2 naming the missing setting otherwise."""
     if settings.telegram_bot_token is None:
         typer.echo("chatgate: invalid setting TELEGRAM_BOT_TOKEN: not set", err=True)
         raise typer.Exit(2)
-    secret = settings.telegram_webhook_secret
-    if needs_secret and secret is None:
+    if needs_secret and settings.telegram_webhook_secret is None:
         typer.echo(
             "chatgate: invalid setting TELEGRAM_WEBHOOK_SECRET: the webhook needs it (Telegram "
             "sends it with every update and the gateway refuses updates without it)",
             err=True,
         )
         raise typer.Exit(2)
-    from adapters.telegram import TelegramSender
-
-    sender = TelegramSender(
-        settings.telegram_bot_token.get_secret_value(), base_url=settings.telegram_api_url
-    )
-    return sender, secret.get_secret_value() if secret is not None else None
+    return settings
 
 
-def _telegram_call(action: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    from telegram.error import TelegramError
+def _platform_call(action: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a setup call; the platform's refusal is exit 1."""
+    from adapters.base import AdapterError
 
     try:
         return asyncio.run(action())
-    except TelegramError as exc:
-        typer.echo(f"chatgate: telegram: {exc}", err=True)
+    except AdapterError as exc:
+        typer.echo(f"chatgate: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -285,21 +282,11 @@ def telegram_set_webhook(
     if not url.startswith("https://"):
         typer.echo("chatgate: Telegram only delivers to https:// URLs", err=True)
         raise typer.Exit(2)
-    sender, secret = _telegram_bot(settings, needs_secret=True)
-    from adapters.telegram import ALLOWED_UPDATES
+    settings = _telegram_settings(settings, needs_secret=True)
+    from adapters.telegram.parse import ALLOWED_UPDATES
+    from adapters.telegram.setup import set_webhook
 
-    async def go() -> None:
-        try:
-            await sender.bot.set_webhook(
-                url,
-                secret_token=secret,
-                allowed_updates=list(ALLOWED_UPDATES),
-                drop_pending_updates=drop_pending_updates,
-            )
-        finally:
-            await sender.close()
-
-    _telegram_call(go)
+    _platform_call(lambda: set_webhook(settings, url, drop_pending=drop_pending_updates))
     typer.echo(f"webhook set: {url} (updates: {', '.join(ALLOWED_UPDATES)})")
 
 
@@ -310,16 +297,10 @@ def telegram_delete_webhook(
     ),
 ) -> None:
     """Remove the webhook (the gateway then long-polls when TELEGRAM_WEBHOOK_SECRET is unset)."""
-    settings = _settings()
-    sender, _secret = _telegram_bot(settings, needs_secret=False)
+    settings = _telegram_settings(_settings(), needs_secret=False)
+    from adapters.telegram.setup import delete_webhook
 
-    async def go() -> None:
-        try:
-            await sender.bot.delete_webhook(drop_pending_updates=drop_pending_updates)
-        finally:
-            await sender.close()
-
-    _telegram_call(go)
+    _platform_call(lambda: delete_webhook(settings, drop_pending=drop_pending_updates))
     typer.echo("webhook deleted")
 
 
@@ -334,20 +315,16 @@ def discord_invite_url() -> None:
     if settings.discord_bot_token is None:
         typer.echo("chatgate: invalid setting DISCORD_BOT_TOKEN: not set", err=True)
         raise typer.Exit(2)
-    import discord
+    from adapters.base import PlatformError, Unauthorized
+    from adapters.discord.setup import find_application, invite_url
 
-    from adapters.discord import application, invite_url
-
-    token = settings.discord_bot_token.get_secret_value()
     try:
-        found = asyncio.run(application(token, api_url=settings.discord_api_url))
-    except discord.LoginFailure:
-        typer.echo(
-            "chatgate: invalid setting DISCORD_BOT_TOKEN: Discord does not know it", err=True
-        )
+        found = asyncio.run(find_application(settings))
+    except Unauthorized as exc:
+        typer.echo(f"chatgate: invalid setting {exc}", err=True)
         raise typer.Exit(2) from None
-    except (discord.HTTPException, OSError) as exc:
-        typer.echo(f"chatgate: discord: {exc}", err=True)
+    except PlatformError as exc:
+        typer.echo(f"chatgate: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(invite_url(found.id))
 

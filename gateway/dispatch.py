@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 import structlog
-from pydantic import JsonValue
 
-from adapters.web import WebHub
+from adapters.web.send import WebHub
 from agent_core.approvals import Approvals
-from agent_core.budgets import BudgetLimits
 from agent_core.commands import ParsedCommand, parse_command
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalError,
     ApprovalNotFound,
     NotAllowedToDecide,
-    ScheduleActionError,
 )
 from agent_core.events import InboundMessage
 from agent_core.faults import FaultPoints
@@ -27,12 +23,12 @@ from agent_core.records import (
     Accepted,
     ApprovalDecision,
     ApprovalRecord,
-    RunRecord,
     ScheduleRecord,
 )
 from agent_core.revocation import Revocations
 from agent_core.scheduling import ScheduleAction, Schedules
 from agent_core.storage.store import Store
+from gateway.chat_commands import ChatCommands
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
 
@@ -53,8 +49,8 @@ class Dispatcher:
         hub: WebHub,
         schedules: Schedules,
         jobs: JobQueue,
+        commands: ChatCommands,
         faults: FaultPoints | None = None,
-        budgets: BudgetLimits | None = None,
         revocations: Revocations | None = None,
     ) -> None:
         self._store = store
@@ -65,8 +61,8 @@ class Dispatcher:
         self._hub = hub
         self._schedules = schedules
         self._jobs = jobs
+        self._commands = commands
         self._faults = faults or FaultPoints()
-        self._budgets = budgets or BudgetLimits()
         self._revocations = revocations
 
     async def accept(
@@ -113,100 +109,18 @@ class Dispatcher:
     async def _command(
         self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
     ) -> None:
-        """Text commands answered here, without the model."""
-        match command.name:
-            case "approve" | "deny":
-                decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
-                try:
-                    await self.decide(
-                        command.args, decision=decision, user=event.user, team=event.user_team
-                    )
-                except ApprovalError as exc:
-                    await self._gate.tell(event, accepted, refusal(exc))
-            case "help":
-                await self._gate.tell(event, accepted, HELP)
-            case "new":
-                await self._store.start_fresh(accepted.conversation_id, FRESH)
-            case "usage":
-                await self._gate.tell(event, accepted, await self._usage(event, accepted))
-            case "jobs":
-                text, payload = await self.jobs_listing(accepted.conversation_id)
-                await self._gate.tell(event, accepted, text, payload=payload)
-            case "cancel":
-                await self._gate.tell(
-                    event, accepted, await self._cancel(command.args, event, accepted)
-                )
-            case "bg":
-                await self._gate.tell(
-                    event, accepted, await self._background(command, event, accepted)
-                )
-            case "schedule":
-                await self._gate.tell(event, accepted, SCHEDULE_HOW)
-
-    async def _usage(self, event: InboundMessage, accepted: Accepted) -> str:
-        """``usage``: this conversation's turns, calls, tokens and cost; the sender's spend
-        today; each set budget beside its figure."""
-        used = await self._store.usage(accepted.conversation_id)
-        spent = await self._store.spending(accepted.conversation_id, event.user)
-        limits = self._budgets
-        lines = [
-            f"This conversation so far: {used.turns} turns, {used.model_calls} model calls, "
-            f"{used.prompt_tokens} prompt and {used.completion_tokens} completion tokens, "
-            f"${spent.conversation_usd:.4f}.",
-            f"You today (UTC): {spent.user_day_tokens} tokens, ${spent.user_day_usd:.4f}.",
-        ]
-        budgets = [
-            (limits.turn_tokens, "per turn", "tokens"),
-            (limits.conversation_tokens, "per conversation", "tokens"),
-            (limits.conversation_usd, "per conversation", "USD"),
-            (limits.user_daily_tokens, "per person per day", "tokens"),
-            (limits.user_daily_usd, "per person per day", "USD"),
-            (limits.daily_usd, "for everyone per day", "USD"),
-        ]
-        shown = [
-            f"{limit:,.2f} USD {scope}" if unit == "USD" else f"{int(limit):,} tokens {scope}"
-            for limit, scope, unit in budgets
-            if limit is not None
-        ]
-        if shown:
-            lines.append("Budgets: " + "; ".join(shown) + ".")
-        return "\n".join(lines)
-
-    async def jobs_listing(self, conversation_id: str) -> tuple[str, dict[str, JsonValue]]:
-        """``jobs``: the conversation's schedules and their latest runs, as text and as the
-        structured payload platforms render with buttons (pause, resume, delete)."""
-        found = await self._schedules.listing(conversation_id)
-        if not found:
-            return NO_JOBS, {"jobs": []}
-        lines = ["Schedules in this conversation:"]
-        for schedule in found:
-            lines.append(self._schedules.describe(schedule))
-            for run in schedule.runs:
-                lines.append(f"    {run_line(run)}")
-        lines.append("/cancel ID deletes one.")
-        return "\n".join(lines), {"jobs": [self.schedule_item(s) for s in found]}
-
-    def schedule_item(self, schedule: ScheduleRecord) -> dict[str, JsonValue]:
-        """A schedule as the jobs payload (and the web API) shows it."""
-        return {
-            "id": schedule.id,
-            "when": self._schedules.recurrence(schedule).describe(),
-            "prompt": schedule.prompt,
-            "status": schedule.status,
-            "created_by": schedule.created_by,
-            "next_run_at": _iso(schedule.next_run_at),
-            "runs": [
-                {
-                    "job_id": run.job_id,
-                    "status": run.status,
-                    "scheduled_for": _iso(run.scheduled_for),
-                    "finished_at": _iso(run.finished_at),
-                    "receipt": run.receipt,
-                    "error": run.error,
-                }
-                for run in schedule.runs
-            ],
-        }
+        """``/approve ID`` and ``/deny ID`` decide here; every other command is answered
+        by the chat commands, without the model."""
+        if command.name not in ("approve", "deny"):
+            await self._commands.answer(command, event, accepted)
+            return
+        decision: ApprovalDecision = "approve" if command.name == "approve" else "deny"
+        try:
+            await self.decide(
+                command.args, decision=decision, user=event.user, team=event.user_team
+            )
+        except ApprovalError as exc:
+            await self._gate.tell(event, accepted, refusal(exc))
 
     async def change_schedule(
         self, schedule_id: str, action: ScheduleAction, *, user: str, conversation_id: str
@@ -224,40 +138,6 @@ class Dispatcher:
             self._hub.publish(conversation.key)
         return changed
 
-    async def refresh_listing(self, message_id: int) -> None:
-        """Redraw a ``jobs`` listing after one of its buttons changed a schedule."""
-        message = await self._store.message(message_id)
-        if message is None or not isinstance(message.payload, dict):
-            return
-        if "jobs" not in message.payload:
-            return
-        text, payload = await self.jobs_listing(message.conversation_id)
-        await self._store.rewrite_note(message_id, text, payload)
-
-    async def _cancel(self, args: str, event: InboundMessage, accepted: Accepted) -> str:
-        schedule_id = args.strip()
-        if not schedule_id:
-            return "Usage: /cancel ID (the ids are in /jobs)."
-        try:
-            await self._schedules.change(
-                schedule_id, "delete", user=event.user, conversation_id=accepted.conversation_id
-            )
-        except ScheduleActionError as exc:
-            return f"Could not cancel: {exc}."
-        return f"Deleted schedule {schedule_id}; it will not run again."
-
-    async def _background(
-        self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
-    ) -> str:
-        prompt = command.args.strip()
-        if not prompt:
-            return "Usage: /bg PROMPT: I work on it in the background and post the answer here."
-        job_id = await self._store.background_turn(
-            accepted.conversation_id, user=event.user, prompt=prompt, reply_to=event.reply_to
-        )
-        await self._submit([job_id])
-        return f"Working on it in the background (job {job_id}); the answer will be posted here."
-
     async def decide(
         self,
         approval_id: str,
@@ -272,18 +152,14 @@ class Dispatcher:
         await self._resume(decided)
         return decided
 
-    async def _submit(self, job_ids: Sequence[int]) -> None:
-        """Hand stored jobs to the queue; if the broker is down, the dispatcher sends them
-        when it is back (the rows are the truth), so the person is not kept waiting."""
-        try:
-            await self._jobs.submit(job_ids)
-        except Exception:
-            log.warning("job queue unavailable; the dispatcher will send later", jobs=job_ids)
+    async def submit(self, job_ids: Sequence[int]) -> None:
+        """Hand stored jobs to the queue (see :func:`submit_or_later`)."""
+        await submit_or_later(self._jobs, job_ids)
 
     async def _resume(self, decided: ApprovalRecord) -> None:
         """Wake the decided turn where it runs: its job (queued turns) or its lane."""
         if decided.requeued_jobs:
-            await self._submit(decided.requeued_jobs)
+            await self.submit(decided.requeued_jobs)
         else:
             self._supervisor.submit(decided.conversation_id)
         self._hub.publish(decided.conversation)
@@ -308,26 +184,16 @@ class Dispatcher:
         self._metrics.inbound.labels(platform, "rejected").inc()
 
 
-HELP = """Commands:
-/help: this list
-/new: start afresh (earlier messages stay here but are no longer sent to the model)
-/jobs: this conversation's schedules, their latest runs, and buttons to pause, resume, delete
-/cancel ID: delete a schedule
-/bg PROMPT: work on PROMPT in the background and post the answer here
-/usage: turns, model calls and tokens in this conversation
-/approve ID, /deny ID: decide a pending approval (or press its buttons)
-Ask in words to schedule something ("every weekday at 9, summarise ...")."""
-SCHEDULE_HOW = (
-    'Ask me in words, e.g. "every weekday at 9:00, summarise the open incidents" or "in 2 '
-    'hours remind me to call Sam"; /jobs lists what is scheduled here.'
-)
-NO_JOBS = (
-    "No schedules in this conversation. Ask me to do something on a schedule, e.g. "
-    '"every weekday at 9:00, summarise the open incidents".'
-)
-FRESH = "Started afresh: earlier messages stay here but are no longer sent to the model."
-
 _OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limited": "limited"}
+
+
+async def submit_or_later(queue: JobQueue, job_ids: Sequence[int]) -> None:
+    """Hand stored jobs to the queue; if the broker is down, the schedule ticker sends them
+    when it is back (the rows are the truth), so the person is not kept waiting."""
+    try:
+        await queue.submit(job_ids)
+    except Exception:
+        log.warning("job queue unavailable; the ticker will send later", jobs=job_ids)
 
 
 def refusal(error: ApprovalError) -> str:
@@ -342,18 +208,3 @@ def refusal(error: ApprovalError) -> str:
     if isinstance(error, NotAllowedToDecide) and error.reason == "no_access":
         return f"You may no longer talk to the agent, so you cannot decide {approval_id}."
     return f"You may not decide {approval_id}: ask the person who asked, or an admin."
-
-
-def run_line(run: RunRecord) -> str:
-    """One run of a schedule for the ``jobs`` text."""
-    at = run.scheduled_for or run.created_at
-    line = f"{at:%Y-%m-%d %H:%M} UTC {run.status}"
-    if run.receipt:
-        line += f", delivered ({run.receipt})"
-    if run.error:
-        line += f": {run.error}"
-    return line
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()

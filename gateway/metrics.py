@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from pydantic import JsonValue
 
 from agent_core.events import utcnow
+from agent_core.journaled import ModelCallOutput
 from agent_core.records import ApprovalRecord, TurnRecord, TurnStatus
 
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -150,24 +148,20 @@ class Metrics:
         if seconds is not None:
             self.tool_seconds.labels(tool).observe(seconds)
 
-    def model_called(self, turn: TurnRecord, output: Mapping[str, JsonValue]) -> None:
+    def model_called(self, turn: TurnRecord, output: ModelCallOutput) -> None:
         """Count a model call's tokens and cost, and the size of each context section."""
-        for kind in ("prompt", "completion"):
-            value = output.get(f"{kind}_tokens")
-            if isinstance(value, int) and value > 0:
+        spend = output.spend
+        for kind, value in (
+            ("prompt", spend.prompt_tokens),
+            ("completion", spend.completion_tokens),
+        ):
+            if value:
                 self.model_tokens.labels(kind).inc(value)
-        used = sum(
-            v for k in ("prompt_tokens", "completion_tokens") if isinstance(v := output.get(k), int)
-        )
-        self._turn_tokens[turn.id] = self._turn_tokens.get(turn.id, 0) + used
-        cost = output.get("cost_usd")
-        if isinstance(cost, int | float) and cost > 0:
-            self.model_cost.inc(cost)
-        sections = output.get("context_tokens")
-        if isinstance(sections, dict):
-            for section, tokens in sections.items():
-                if isinstance(tokens, int):
-                    self.context_tokens.labels(section).observe(tokens)
+        self._turn_tokens[turn.id] = self._turn_tokens.get(turn.id, 0) + spend.tokens
+        if spend.cost_usd:
+            self.model_cost.inc(spend.cost_usd)
+        for section, tokens in output.context_tokens.items():
+            self.context_tokens.labels(section).observe(tokens)
 
     def approval_requested(self, tool: str) -> None:
         """Count a prompt sent to a person."""

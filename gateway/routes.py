@@ -5,25 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 from aiohttp import web
 
 from adapters.base import BadRequest
+from adapters.http import MAX_BODY, json_error
 from adapters.payloads import load_json, same_secret
 from agent_core.errors import StorageError
 from gateway.runtime import RUNTIME
 
 log = structlog.get_logger("chatgate.http")
 
-MAX_BODY = 1024 * 1024
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def json_error(status: int, message: str, **extra: Any) -> web.Response:
-    """A JSON error body: ``{"error": message, ...}``."""
-    return web.json_response({"error": message, **extra}, status=status)
 
 
 async def read_json(request: web.Request) -> object:

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from adapters.web import WebHub
+from adapters.web.send import WebHub
 from agent_core.loop import TurnRunner
 from agent_core.scheduling import Schedules
 from agent_core.settings import Settings
 from agent_core.storage.store import Store
+from gateway.chat_commands import ChatCommands
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
@@ -30,6 +31,7 @@ class Runtime:
     supervisor: Supervisor
     schedules: Schedules
     dispatcher: Dispatcher
+    commands: ChatCommands
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 

@@ -1,5 +1,2 @@
-"""The queued half: the Celery app, thin tasks by id, the schedule dispatcher (issue #4).
-
-Empty in this build: no queued work exists yet, and the layer contract already places it
-between the gateway and the adapters.
-"""
+"""Queued work: the embedded job runner, the Celery app with its thin tasks (by id) and
+beat, the schedule ticker, and the wiring the worker processes share (``runtime``)."""

@@ -12,6 +12,7 @@ clients); tasks hand it coroutines with ``run_coroutine_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -19,16 +20,15 @@ import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import structlog
 
-from adapters.web import WebHub, WebSender
+from adapters.registry import build_adapters
 from agent_core.access import AccessPolicy, Membership
 from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
-from agent_core.events import Platform
 from agent_core.faults import FaultPoints
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.loop import TurnRunner
@@ -49,7 +49,7 @@ from agent_core.tools.memory_tools import memory_tools_factory
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.run_command import run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
-from workers.dispatcher import ScheduleDispatcher
+from workers.ticker import ScheduleTicker
 
 if TYPE_CHECKING:
     from workers.celery_app import CeleryJobQueue
@@ -260,10 +260,12 @@ def build_core(
     model: Model | None,
     sandbox: SandboxChoice | None,
     observer: Any = None,
+    faults: FaultPoints | None = None,
 ) -> Core:
     """The turn runner, its tools and the job runner, from the settings (``sandbox``:
-    what :func:`prepare_sandbox` found; None offers no ``run_command``)."""
-    faults = FaultPoints(settings.test_fault)
+    what :func:`prepare_sandbox` found; None offers no ``run_command``; ``faults``: the
+    process's, when something else hits them too)."""
+    faults = faults if faults is not None else FaultPoints(settings.test_fault)
     if settings.test_fault:
         log.warning(
             "TEST FAULT POINTS ARE SET: this process kills itself at these steps; "
@@ -350,46 +352,6 @@ def budget_limits(settings: Settings) -> BudgetLimits:
     )
 
 
-class PlatformSender(Outbound, Protocol):
-    """A platform's send-only client: it holds HTTP connections, opened and closed once."""
-
-    async def open(self) -> None:
-        """Open what the client keeps between calls."""
-        ...
-
-    async def close(self) -> None:
-        """Close it."""
-        ...
-
-
-def platform_senders(settings: Settings) -> dict[Platform, PlatformSender]:
-    """The send-only client of each configured platform (its SDK imported only then)."""
-    senders: dict[Platform, PlatformSender] = {}
-    if settings.slack_bot_token is not None:
-        from adapters.slack import SlackSender
-
-        token = settings.slack_bot_token.get_secret_value()
-        senders["slack"] = SlackSender(token, base_url=settings.slack_api_url)
-    if settings.telegram_bot_token is not None:
-        from adapters.telegram import TelegramSender
-
-        token = settings.telegram_bot_token.get_secret_value()
-        senders["telegram"] = TelegramSender(token, base_url=settings.telegram_api_url)
-    if settings.discord_bot_token is not None:
-        from adapters.discord import DiscordSender
-
-        token = settings.discord_bot_token.get_secret_value()
-        senders["discord"] = DiscordSender(token, api_url=settings.discord_api_url)
-    return senders
-
-
-def outbound_for(senders: Mapping[Platform, Outbound], hub: WebHub | None = None) -> OutboundRouter:
-    """Delivery through each configured platform's send-only client (REST; no live
-    connection needed). The web chat's is the database itself plus a wake-up of this
-    process's streams (``hub``)."""
-    return OutboundRouter({"web": WebSender(hub or WebHub()), **senders})
-
-
 class WorkerRuntime:
     """One per Celery worker process: a long-lived event loop on a thread and the core."""
 
@@ -402,9 +364,9 @@ class WorkerRuntime:
             target=self._loop.run_forever, name="chatgate-loop", daemon=True
         )
         self._database: Database | None = None
-        self._senders: dict[Platform, PlatformSender] = {}
+        self._adapters = contextlib.AsyncExitStack()
         self.core: Core | None = None
-        self.dispatcher: ScheduleDispatcher | None = None
+        self.ticker: ScheduleTicker | None = None
 
     def start(self) -> None:
         """Start the loop and open the database (migrating it); with ``warm``, also build
@@ -417,13 +379,17 @@ class WorkerRuntime:
         await database.migrate()
         self._database = database
         store = Store(database)
-        self._senders = platform_senders(self.settings)
-        for sender in self._senders.values():
-            await sender.open()
+        # Workers only send: each configured platform's sender, no inbound side.
+        outbound = OutboundRouter(
+            {
+                platform: (await self._adapters.enter_async_context(adapter)).sender
+                for platform, adapter in build_adapters(self.settings).items()
+            }
+        )
         self.core = build_core(
             self.settings,
             store,
-            outbound=outbound_for(self._senders),
+            outbound=outbound,
             model=build_model(self.settings),
             sandbox=await prepare_sandbox(self.settings),
         )
@@ -436,10 +402,10 @@ class WorkerRuntime:
                     except Exception:  # the first call tries again, and reports it
                         log.exception("building the model client failed", model=model.name)
 
-    def attach_dispatcher(self, queue: CeleryJobQueue) -> None:
-        """Let this process tick the schedule dispatcher, submitting to ``queue``."""
+    def attach_ticker(self, queue: CeleryJobQueue) -> None:
+        """Let this process tick the schedule ticker, submitting to ``queue``."""
         assert self.core is not None
-        self.dispatcher = ScheduleDispatcher(
+        self.ticker = ScheduleTicker(
             self.core.store,
             self.core.schedules,
             queue,
@@ -465,12 +431,10 @@ class WorkerRuntime:
                 self.call(self.core.mcp.close(), timeout=15)
             except Exception:
                 log.exception("closing the MCP servers failed")
-        senders, self._senders = self._senders, {}
-        for platform, sender in senders.items():
-            try:
-                self.call(sender.close(), timeout=10)
-            except Exception:
-                log.exception("closing a platform client failed", platform=platform)
+        try:
+            self.call(self._adapters.aclose(), timeout=10)
+        except Exception:
+            log.exception("closing the platform clients failed")
         if self._database is not None:
             database = self._database
             self._database = None

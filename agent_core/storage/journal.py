@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey, utcnow
+from agent_core.journaled import ModelCallOutput
 from agent_core.records import (
     FinishedStep,
     Role,
@@ -213,7 +214,8 @@ def finish_step(
 ) -> None:
     now = utcnow()
     if kind == "model_call" and status == "done":
-        usage_sql.record(conn, turn_id, output, now=now)  # counted with its journal entry
+        # Counted with its journal entry.
+        usage_sql.record(conn, turn_id, ModelCallOutput.from_json(output).spend, now=now)
     params = {"b_turn": turn_id, "b_seq": seq, "b_status": status, "b_output": output, "b_now": now}
     if conn.execute(_UPDATE_STEP, params).rowcount:
         return

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agent_core.budgets import Spent
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
+from agent_core.journaled import Spend
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
@@ -83,10 +84,6 @@ class Store:
             return existing
 
     # -- leases ----------------------------------------------------------------------------
-
-    async def claim_lease(self, conversation_id: str, *, owner: str, ttl: float) -> bool:
-        """Take (or renew) the conversation's lease unless another live owner holds it."""
-        return await self.database.write(ledger.claim, conversation_id, owner=owner, ttl=ttl)
 
     async def renew_lease(self, conversation_id: str, *, owner: str, ttl: float) -> bool:
         """Extend a lease this owner still holds; never takes a free or expired one."""
@@ -259,7 +256,7 @@ class Store:
         owner: str,
         turn_id: int,
         facts: Sequence[tuple[str, str | None]],
-        spend: JsonValue,
+        spend: Spend,
     ) -> int | None:
         """Close an extract job with its facts and spend, if it is still ours (else None)."""
         return await self.database.write(
@@ -289,7 +286,7 @@ class Store:
         return await self.database.read(upkeep.similar_older, user, newer, limit=limit)
 
     async def review_fact(
-        self, user: str, fact: MemoryRecord, *, obsolete: Sequence[int] | None, spend: JsonValue
+        self, user: str, fact: MemoryRecord, *, obsolete: Sequence[int] | None, spend: Spend | None
     ) -> int:
         """Let ``fact`` supersede the ``obsolete`` older facts and mark it reviewed (None:
         leave it for the next review), and count the model call's spend, in one

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from pydantic import JsonValue
 from sqlalchemy import and_, exists, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from agent_core.events import utcnow
+from agent_core.journaled import Spend
 from agent_core.records import FinishedStep, MemoryRecord, Role, TurnRecord
 from agent_core.storage import journal
 from agent_core.storage.memory import WORDS, match_query, remember
@@ -116,7 +116,7 @@ def finish_extraction(
     owner: str,
     turn_id: int,
     facts: Sequence[tuple[str, str | None]],
-    spend: JsonValue,
+    spend: Spend,
     now: datetime,
 ) -> int | None:
     """Close an ``extract`` job with what it found, in one transaction: the facts (as the
@@ -226,7 +226,7 @@ def review(
     fact_id: int,
     *,
     obsolete: Sequence[int] | None,
-    spend: JsonValue,
+    spend: Spend | None,
     now: datetime,
 ) -> int:
     """Count the model call's ``spend`` (None: no call was made); then, unless
@@ -260,11 +260,9 @@ def reviewed(conn: Connection, ids: Sequence[int], *, now: datetime) -> None:
         conn.execute(update(memories).where(memories.c.id.in_(list(ids))).values(reviewed_at=now))
 
 
-def record_spend(conn: Connection, user: str, output: JsonValue, *, now: datetime) -> None:
+def record_spend(conn: Connection, user: str, spend: Spend, *, now: datetime) -> None:
     """Count a maintenance model call's spend against the person (no conversation)."""
-    if not isinstance(output, dict) or not any(
-        output.get(k) for k in ("prompt_tokens", "completion_tokens", "cost_usd")
-    ):
+    if not spend.any:
         return
     conn.execute(
         insert(model_usage),
@@ -273,10 +271,10 @@ def record_spend(conn: Connection, user: str, output: JsonValue, *, now: datetim
             "user_id": user,
             "conversation_id": None,
             "turn_id": None,
-            "model": str(output.get("model") or ""),
-            "prompt_tokens": int(output.get("prompt_tokens") or 0),  # type: ignore[arg-type]
-            "completion_tokens": int(output.get("completion_tokens") or 0),  # type: ignore[arg-type]
-            "cost_usd": float(output.get("cost_usd") or 0.0),  # type: ignore[arg-type]
+            "model": spend.model or "",
+            "prompt_tokens": spend.prompt_tokens or 0,
+            "completion_tokens": spend.completion_tokens or 0,
+            "cost_usd": spend.cost_usd or 0.0,
             "created_at": now,
         },
     )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import JsonValue
 from sqlalchemy import Float, Integer, String, bindparam, func, insert, select
 from sqlalchemy.engine import Connection
 
 from agent_core.budgets import Spent
+from agent_core.journaled import Spend
 from agent_core.storage.schema import UTCDateTime, model_usage, turns
 
 _RECORD = insert(model_usage).from_select(
@@ -31,23 +31,18 @@ def day_of(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d")
 
 
-def record(conn: Connection, turn_id: int, output: JsonValue, *, now: datetime) -> None:
+def record(conn: Connection, turn_id: int, spend: Spend, *, now: datetime) -> None:
     """Count a finished model call's tokens and cost (nothing when it reported none)."""
-    if not isinstance(output, dict):
-        return
-    prompt = int(output.get("prompt_tokens") or 0)  # type: ignore[arg-type]
-    completion = int(output.get("completion_tokens") or 0)  # type: ignore[arg-type]
-    cost = float(output.get("cost_usd") or 0.0)  # type: ignore[arg-type]
-    if not (prompt or completion or cost):
+    if not spend.any:
         return
     conn.execute(
         _RECORD,
         {
             "b_day": day_of(now),
-            "b_model": str(output.get("model") or ""),
-            "b_prompt": prompt,
-            "b_completion": completion,
-            "b_cost": cost,
+            "b_model": spend.model or "",
+            "b_prompt": spend.prompt_tokens or 0,
+            "b_completion": spend.completion_tokens or 0,
+            "b_cost": spend.cost_usd or 0.0,
             "b_now": now,
             "b_turn": turn_id,
         },

@@ -9,19 +9,16 @@ from pathlib import Path
 from aiohttp import web
 
 from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
-from adapters.web import (
+from adapters.http import json_error
+from adapters.web.auth import (
     SESSION_COOKIE,
-    approval_item,
     check_local,
     check_same_origin,
     check_token,
-    conversation_item,
-    message_item,
-    parse_decision,
-    parse_message,
-    parse_schedule_action,
     session_value,
 )
+from adapters.web.parse import parse_decision, parse_message, parse_schedule_action
+from adapters.web.render import approval_item, conversation_item, message_item
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalNotFound,
@@ -29,10 +26,11 @@ from agent_core.errors import (
     NotAllowedToDecide,
     ScheduleNotFound,
 )
+from agent_core.journaled import item_json
 from agent_core.records import ConversationRecord
 from agent_core.storage.access import PairingRefused
 from gateway.dispatch import refusal
-from gateway.routes import Handler, json_error, read_json
+from gateway.routes import Handler, read_json
 from gateway.runtime import RUNTIME
 
 STATIC = Path(__file__).with_name("static")
@@ -205,8 +203,8 @@ async def change_schedule(request: web.Request) -> web.Response:
     except ScheduleNotFound as exc:
         return json_error(404, str(exc))
     if message_id is not None:
-        await runtime.dispatcher.refresh_listing(message_id)
-    return web.json_response(runtime.dispatcher.schedule_item(changed))
+        await runtime.commands.refresh_listing(message_id)
+    return web.json_response(item_json(runtime.commands.schedule_item(changed)))
 
 
 async def pairing_state(request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adapters.web import WebHub
+from adapters.web.send import WebHub
 from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
 from agent_core.errors import NotAllowedToDecide

@@ -9,6 +9,7 @@ import pytest
 from agent_core.errors import LeaseLost, ModelError
 from agent_core.events import InboundMessage
 from agent_core.loop import NO_MODEL_REPLY, TurnRunner
+from agent_core.storage import ledger
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingOutbound, ScriptedModel
@@ -140,7 +141,7 @@ async def test_another_lease_holder_keeps_us_out(database: Database) -> None:
     """While another process holds the conversation, this one runs nothing."""
     store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
-    assert await store.claim_lease(accepted.conversation_id, owner="other", ttl=30)
+    assert await _claim(store, accepted.conversation_id, owner="other", ttl=30)
     runner = _runner(store, ScriptedModel(), outbound)
     assert await runner.run_conversation(accepted.conversation_id, owner="me", lease=30) == 0
     assert outbound.sent == []
@@ -196,9 +197,14 @@ async def test_losing_the_lease_stops_the_turn_before_it_replies(database: Datab
     )
     await asyncio.sleep(0.1)
     await store.release_lease(accepted.conversation_id, owner="me")
-    assert await store.claim_lease(accepted.conversation_id, owner="thief", ttl=30)
+    assert await _claim(store, accepted.conversation_id, owner="thief", ttl=30)
     with pytest.raises(LeaseLost):
         await running
     assert outbound.sent == []
     assert await store.open_turn_count(accepted.conversation_id) == 1
-    assert not await store.claim_lease(accepted.conversation_id, owner="me", ttl=30)
+    assert not await _claim(store, accepted.conversation_id, owner="me", ttl=30)
+
+
+async def _claim(store: Store, conversation_id: str, *, owner: str, ttl: float) -> bool:
+    """Take (or renew) the conversation's lease as another process would."""
+    return await store.database.write(ledger.claim, conversation_id, owner=owner, ttl=ttl)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from agent_core.events import InboundMessage
+from agent_core.storage import ledger
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 
@@ -73,21 +74,21 @@ async def test_lease_is_exclusive_until_it_expires(database: Database) -> None:
     """A live lease keeps others out; an expired one can be taken over; release frees it."""
     store = Store(database)
     conversation = (await store.accept_inbound(_message("1"))).conversation_id
-    assert await store.claim_lease(conversation, owner="a", ttl=30)
-    assert not await store.claim_lease(conversation, owner="b", ttl=30)
-    assert await store.claim_lease(conversation, owner="a", ttl=30)  # renewal
+    assert await _claim(store, conversation, owner="a", ttl=30)
+    assert not await _claim(store, conversation, owner="b", ttl=30)
+    assert await _claim(store, conversation, owner="a", ttl=30)  # renewal
     assert await store.renew_lease(conversation, owner="a", ttl=30)
     assert not await store.renew_lease(conversation, owner="b", ttl=30)
     assert await store.conversations_needing_work() == []
     await store.release_lease(conversation, owner="b")  # not the holder: no effect
-    assert not await store.claim_lease(conversation, owner="b", ttl=30)
+    assert not await _claim(store, conversation, owner="b", ttl=30)
     await store.release_lease(conversation, owner="a")
     assert not await store.renew_lease(conversation, owner="a", ttl=30)  # never re-takes
     assert await store.conversations_needing_work() == [conversation]
-    assert await store.claim_lease(conversation, owner="b", ttl=1)
+    assert await _claim(store, conversation, owner="b", ttl=1)
     await asyncio.sleep(1.1)
     assert await store.conversations_needing_work() == [conversation]
-    assert await store.claim_lease(conversation, owner="c", ttl=30)
+    assert await _claim(store, conversation, owner="c", ttl=30)
 
 
 async def test_open_turns_come_out_oldest_first(database: Database) -> None:
@@ -96,7 +97,7 @@ async def test_open_turns_come_out_oldest_first(database: Database) -> None:
     first = await store.accept_inbound(_message("1", text="one"))
     second = await store.accept_inbound(_message("2", text="two"))
     conversation = first.conversation_id
-    assert await store.claim_lease(conversation, owner="me", ttl=30)
+    assert await _claim(store, conversation, owner="me", ttl=30)
     turn = await store.begin_next_turn(conversation)
     assert turn is not None
     assert (turn.id, turn.trigger_text, turn.attempts) == (first.turn_id, "one", 0)
@@ -135,3 +136,8 @@ async def test_reply_intent_and_receipt_are_journaled(database: Database) -> Non
     ]
     history = await store.history(accepted.conversation_id, before_turn_id=10**9, limit=10)
     assert [m.text for m in history] == ["hi", "hello"]
+
+
+async def _claim(store: Store, conversation_id: str, *, owner: str, ttl: float) -> bool:
+    """Take (or renew) the conversation's lease as another process would."""
+    return await store.database.write(ledger.claim, conversation_id, owner=owner, ttl=ttl)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import BadRequest, Forbidden, Unauthorized
-from adapters.web import (
+from adapters.web.auth import (
     check_local,
     check_same_origin,
     check_token,
     is_local_host,
     is_loopback,
-    parse_message,
     session_value,
 )
+from adapters.web.parse import parse_message
 
 
 def test_a_message_body_becomes_an_inbound_event() -> None:

@@ -11,15 +11,8 @@ from typing import Any
 import pytest
 
 from adapters.base import BadRequest
-from adapters.discord import (
-    CUSTOM_ID,
-    approval_content,
-    custom_id,
-    facts_from_dispatch,
-    inbound,
-    nonce,
-    parse_interaction,
-)
+from adapters.discord.parse import CUSTOM_ID, facts_from_dispatch, inbound, parse_interaction
+from adapters.discord.render import approval_content, custom_id, nonce
 from agent_core.events import (
     ApprovalPrompt,
     ConversationKey,

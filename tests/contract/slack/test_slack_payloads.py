@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from adapters.base import BadRequest
-from adapters.slack import (
+from adapters.slack.parse import (
     ACTIONS,
-    approval_blocks,
     mentions_bot,
     parse_action,
     parse_command,
     parse_event,
 )
+from adapters.slack.render import approval_blocks
 from agent_core.access import AccessPolicy
 from agent_core.events import ApprovalPrompt, ConversationKey, event_from_json, event_to_json
 

@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 
 from adapters.base import BadRequest
-from adapters.telegram import (
-    BotIdentity,
-    approval_keyboard,
-    approval_text,
-    callback_data,
-    jobs_keyboard,
-    parse_update,
-)
+from adapters.telegram.parse import BotIdentity, parse_update
+from adapters.telegram.render import approval_keyboard, approval_text, callback_data, jobs_keyboard
 from agent_core.events import (
     ApprovalPrompt,
     ButtonPress,
@@ -26,6 +20,7 @@ from agent_core.events import (
     event_from_json,
     event_to_json,
 )
+from agent_core.journaled import ScheduleItem
 from tests.fakes.telegram_server import parse_html
 
 HERE = Path(__file__).parent
@@ -187,7 +182,10 @@ def test_the_approval_keyboard_carries_the_id_within_64_bytes() -> None:
 
 def test_the_jobs_keyboard_offers_what_each_schedule_allows() -> None:
     keyboard = jobs_keyboard(
-        [{"id": "sc_00aa11bb", "status": "active"}, {"id": "sc_22cc33dd", "status": "paused"}]
+        [
+            ScheduleItem(id="sc_00aa11bb", status="active"),
+            ScheduleItem(id="sc_22cc33dd", status="paused"),
+        ]
     )
     assert keyboard is not None
     rows = keyboard.to_dict()["inline_keyboard"]

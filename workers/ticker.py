@@ -1,4 +1,4 @@
-"""The schedule dispatcher: one tick fires every due slot and hands its jobs to the queue.
+"""The schedule ticker: one tick fires every due slot and hands its jobs to the queue.
 
 Safe to run in many processes at once (two beats, several embedded runners): the claim is
 one transaction per batch and each slot is unique in ``schedule_runs`` (see
@@ -29,7 +29,7 @@ from agent_core.jobs import JobQueue
 from agent_core.scheduling import Schedules
 from agent_core.storage.store import Store
 
-log = structlog.get_logger("chatgate.dispatcher")
+log = structlog.get_logger("chatgate.ticker")
 
 BATCH = 500
 STRANDED_AFTER = timedelta(seconds=30)
@@ -51,7 +51,7 @@ class Tick:
     seconds: float
 
 
-class ScheduleDispatcher:
+class ScheduleTicker:
     """Claims due schedules, creates their runs and jobs, and submits them."""
 
     def __init__(

@@ -1,6 +1,6 @@
-"""Discord in the gateway: discord.py's gateway connection (DMs, guild messages, message
-content), wired to the dispatcher; button presses through ``ui.DynamicItem`` so buttons
-sent before a restart still work.
+"""Discord's inbound side: discord.py's gateway connection (DMs, guild messages, message
+content), button presses through ``ui.DynamicItem`` so buttons sent before a restart
+still work.
 
 discord.py resumes the session after a disconnect (Discord replays what was missed; the
 ingress ledger drops what is already stored). ``DISCORD_API_URL`` and
@@ -13,26 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
-from agent_core.events import InboundMessage
+from adapters.base import Check, EventSink, GatewayHooks, Lock, SenderLifecycle
+from adapters.discord.parse import MessageFacts, attachment, button_press, inbound
+from adapters.discord.render import button_class
+from adapters.discord.send import DiscordSender, point_at
+from agent_core.events import InboundMessage, Platform
 from agent_core.settings import Settings
-from gateway.inbound import Acceptor, act_on_press
-from gateway.routes import add_platform_check
-from gateway.runtime import RUNTIME
-from gateway.singleton import Holder
 
 if TYPE_CHECKING:
     import discord
 
-    from adapters.discord import DiscordSender, MessageFacts
-
 log = structlog.get_logger("chatgate.discord")
 
-# Discord drops an interaction not acknowledged within 3 s; we defer at once.
 _TYPING_SECONDS = 8.0
 _TYPING_LIMIT_SECONDS = 120.0
 _REMEMBERED_PRESSES = 4096
@@ -53,10 +51,9 @@ def intents() -> discord.Intents:
 
 def facts_from_message(message: discord.Message) -> MessageFacts:
     """What a discord.py ``Message`` says (the same facts a recorded dispatch gives
-    :func:`adapters.discord.facts_from_dispatch`), for :func:`adapters.discord.inbound`."""
+    :func:`adapters.discord.parse.facts_from_dispatch`), for
+    :func:`adapters.discord.parse.inbound`."""
     import discord
-
-    from adapters.discord import MessageFacts, attachment
 
     channel = message.channel
     thread_parent = None
@@ -96,35 +93,64 @@ def facts_from_message(message: discord.Message) -> MessageFacts:
     )
 
 
-class DiscordGateway:
-    """The gateway connection and what it does with messages and presses."""
+class DiscordAdapter(SenderLifecycle[DiscordSender]):
+    """The gateway connection, held by one process at a time, and what it does with
+    messages and presses."""
 
-    def __init__(self, app: web.Application, settings: Settings, sender: DiscordSender) -> None:
-        self._app = app
+    platform: Platform = "discord"
+
+    def __init__(self, settings: Settings, hooks: GatewayHooks | None = None) -> None:
+        assert settings.discord_bot_token is not None
+        self.sender = DiscordSender(
+            settings.discord_bot_token.get_secret_value(), api_url=settings.discord_api_url
+        )
+        self.sender.on_sent = self.stop_typing
         self._settings = settings
-        self.sender = sender
+        self._hooks = hooks
         self.client: Any = None
-        self._acceptor = Acceptor(None)
-        self._running: asyncio.Task[None] | None = None
-        self.holder: Holder | None = None
+        self._lock: Lock | None = None
         self._typing: dict[int, asyncio.Task[None]] = {}
         # Interactions handled lately: Discord replays events missed before a RESUME, and
         # an interaction may be answered only once.
         self._pressed: OrderedDict[int, None] = OrderedDict()
 
+    def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
+        """No routes: everything comes over the gateway connection."""
+
+    async def run(self, sink: EventSink, stopping: asyncio.Event) -> None:
+        """Hold the gateway session while this process holds the lock (one process at a
+        time; discord.py reconnects and resumes within a session)."""
+        assert self._hooks is not None, "receiving needs the gateway's hooks"
+        self._lock = self._hooks.lock("discord-gateway")
+        await self._lock.serve(lambda: self._session(sink), stopping)
+
     def ready(self) -> str | None:
         """None once the gateway session is up here, or while another process holds it."""
-        holding = self.holder is not None and self.holder.holding
+        holding = self._lock is not None and self._lock.holding
         if holding and (self.client is None or not self.client.is_ready()):
             return "discord: gateway not connected yet"
         return None
 
-    def _build(self) -> Any:
+    async def check(self) -> Check:
+        """The token and the Message Content intent (``chatgate doctor``)."""
+        from adapters.discord.setup import check
+
+        return await check(self._settings)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for task in list(self._typing.values()):
+            task.cancel()
+        await super().__aexit__(kind, error, traceback)
+
+    def _build(self, sink: EventSink) -> Any:
         import discord
         import discord.gateway
         import yarl
-
-        from adapters.discord import button_class, point_at
 
         point_at(self._settings.discord_api_url)
         gateway_url = yarl.URL(self._settings.discord_gateway_url)
@@ -139,33 +165,31 @@ class DiscordGateway:
                 log.info("discord connected", bot=str(self.user), guilds=len(self.guilds))
 
             async def on_message(self, message: discord.Message) -> None:
-                await outer.on_message(message)
+                await outer.on_message(message, sink)
 
             async def chatgate_press(self, interaction: discord.Interaction, custom: str) -> None:
-                await outer.on_press(interaction, custom)
+                await outer.on_press(interaction, custom, sink)
 
         return Client(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
 
-    async def on_message(self, message: discord.Message) -> None:
+    async def on_message(self, message: discord.Message, sink: EventSink) -> None:
         """Store an addressed message (a RESUME's replay is a duplicate), then type until
         the reply goes out."""
-        from adapters.discord import inbound
-
         assert self.client is not None
         assert self.client.user is not None
         event = inbound(facts_from_message(message), bot_id=str(self.client.user.id))
         if not isinstance(event, InboundMessage):
             return
-        accepted = await self._acceptor.accept(self._app[RUNTIME], event)
+        accepted = await sink(event)
         if accepted is not None and accepted.turn_id and not accepted.duplicate:
             self._start_typing(message.channel)
 
-    async def on_press(self, interaction: discord.Interaction, custom: str) -> None:
+    async def on_press(
+        self, interaction: discord.Interaction, custom: str, sink: EventSink
+    ) -> None:
         """Acknowledge within Discord's 3 seconds (defer), then decide; a refusal is an
         ephemeral followup only the presser sees."""
         import discord
-
-        from adapters.discord import button_press
 
         if interaction.id in self._pressed:
             return  # replayed after a RESUME: answered already, and decided
@@ -196,7 +220,7 @@ class DiscordGateway:
                 text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
             )
 
-        await act_on_press(self._app[RUNTIME], press, refuse=refuse, edit=self.sender.edit)
+        await sink(press, refuse=refuse)
 
     def _start_typing(self, channel: Any) -> None:
         if channel.id in self._typing:
@@ -219,23 +243,12 @@ class DiscordGateway:
         if task is not None:
             task.cancel()
 
-    async def start(self, app: web.Application) -> None:
-        """Hold the gateway session in the background while this process holds the lock
-        (one process at a time; discord.py reconnects and resumes within a session)."""
-        runtime = app[RUNTIME]
-        self.holder = Holder(
-            runtime.store, "discord-gateway", owner=runtime.owner, ttl=self._settings.lease_seconds
-        )
-        self._running = asyncio.create_task(
-            self.holder.serve(self._session, runtime.stopping), name="discord-gateway"
-        )
-
-    async def _session(self) -> None:
+    async def _session(self, sink: EventSink) -> None:
         import discord
 
         token = self._settings.discord_bot_token
         assert token is not None
-        client = self._build()
+        client = self._build(sink)
         self.client = client
         try:
             await client.login(token.get_secret_value())
@@ -255,24 +268,3 @@ class DiscordGateway:
                 task.cancel()
             self.sender.forget(client)
             await client.close()
-
-    async def stop(self, app: web.Application) -> None:
-        """Close the connection and give the lock back."""
-        if self._running is not None:
-            self._running.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._running
-        await self._acceptor.drain()
-
-
-DISCORD = web.AppKey("discord", DiscordGateway)
-
-
-def attach(app: web.Application, settings: Settings, sender: DiscordSender) -> None:
-    """Connect to the Discord gateway while the app runs."""
-    discord_gateway = DiscordGateway(app, settings, sender)
-    app[DISCORD] = discord_gateway
-    sender.on_sent = discord_gateway.stop_typing
-    add_platform_check(app, discord_gateway.ready)
-    app.on_startup.append(discord_gateway.start)
-    app.on_shutdown.append(discord_gateway.stop)

@@ -1,0 +1,3 @@
+"""Discord: ``parse`` and ``render`` (pure, and discord.py's ``ui`` views), ``send`` (the
+outbound client over REST), ``inbound`` (the adapter: discord.py's gateway connection),
+``setup`` (doctor and the invite URL)."""

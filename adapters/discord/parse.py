@@ -1,0 +1,212 @@
+"""Discord's messages and button interactions to events (pure).
+
+What a message or an interaction says (:class:`MessageFacts`, :func:`button_press`) comes
+either from a recorded gateway dispatch (the contract tests) or from discord.py's objects
+(``adapters.discord.inbound``), and one function decides what it means. Identity:
+
+- a conversation is (``discord``, guild id or ``@me``, channel id, thread id): a DM is one,
+  a channel is one, a thread is its own (under its parent channel);
+- the ledger key of a message is ``msg:{message id}``: a RESUME replays missed events, and
+  the ledger drops the ones already stored;
+- users are ``discord:{user id}``.
+
+Only DMs, messages that mention the bot (or reply to it), and messages in threads the bot
+is in count; other bots, webhooks and system messages are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import BadRequest
+from agent_core.events import (
+    Attachment,
+    ButtonAction,
+    ButtonPress,
+    ConversationKey,
+    InboundMessage,
+    MessageRef,
+)
+
+DM = "@me"
+# A button's custom_id (at most 100 characters): who it is for, what it does, to what.
+CUSTOM_ID = re.compile(r"cg:(?P<kind>ap|job):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})")
+ACTIONS: dict[str, ButtonAction] = {
+    "approve": "approve",
+    "allow": "allow_conversation",
+    "deny": "deny",
+}
+JOB_ACTIONS: dict[str, ButtonAction] = {"pause": "pause", "resume": "resume", "delete": "delete"}
+# Default (0) and reply (19) are people writing; joins, pins, thread starts ... are not.
+_PERSON_TYPES = frozenset({0, 19})
+# Thread channel types: announcement, public and private threads.
+THREAD_TYPES = frozenset({10, 11, 12})
+
+
+def user_id(discord_user: int | str) -> str:
+    """Our name for a Discord user."""
+    return f"discord:{discord_user}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageFacts:
+    """What a gateway message says, from a dispatch or from discord.py's ``Message``."""
+
+    message_id: str
+    channel_id: str
+    guild_id: str | None
+    author_id: str
+    author_is_bot: bool
+    webhook: bool
+    type: int
+    content: str
+    mentions: tuple[str, ...]
+    replied_to_author: str | None = None
+    thread_parent: str | None = None  # set when the channel is a thread
+    bot_in_thread: bool = False
+    attachments: tuple[Attachment, ...] = ()
+
+
+def facts_from_dispatch(
+    data: Mapping[str, Any], *, thread_parent: str | None = None, bot_in_thread: bool = False
+) -> MessageFacts:
+    """A ``MESSAGE_CREATE`` dispatch's data; the caller says what its cache knows of the
+    channel (a thread's parent, whether the bot is in it)."""
+    author = data.get("author")
+    if not isinstance(author, Mapping) or "id" not in author or "id" not in data:
+        raise BadRequest("a message needs 'id' and 'author'")
+    if "channel_id" not in data:
+        raise BadRequest("a message needs 'channel_id'")
+    referenced = data.get("referenced_message")
+    replied = referenced.get("author") if isinstance(referenced, Mapping) else None
+    return MessageFacts(
+        message_id=str(data["id"]),
+        channel_id=str(data["channel_id"]),
+        guild_id=str(data["guild_id"]) if data.get("guild_id") else None,
+        author_id=str(author["id"]),
+        author_is_bot=bool(author.get("bot")) or bool(author.get("system")),
+        webhook=bool(data.get("webhook_id")),
+        type=int(data.get("type", 0)),
+        content=str(data.get("content") or ""),
+        mentions=tuple(str(m["id"]) for m in data.get("mentions") or () if isinstance(m, Mapping)),
+        replied_to_author=str(replied["id"]) if isinstance(replied, Mapping) else None,
+        thread_parent=thread_parent,
+        bot_in_thread=bot_in_thread,
+        attachments=tuple(
+            attachment(a) for a in data.get("attachments") or () if isinstance(a, Mapping)
+        ),
+    )
+
+
+def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
+    """The message as an event, or None when the agent does not answer it."""
+    if facts.author_is_bot or facts.webhook or facts.author_id == bot_id:
+        return None
+    if facts.type not in _PERSON_TYPES:
+        return None
+    mentioned = bot_id in facts.mentions or facts.replied_to_author == bot_id
+    if facts.guild_id is None:
+        workspace, channel, thread = DM, facts.channel_id, None
+    elif facts.thread_parent is not None:
+        if not (mentioned or facts.bot_in_thread):
+            return None
+        workspace, channel, thread = facts.guild_id, facts.thread_parent, facts.channel_id
+    elif mentioned:
+        workspace, channel, thread = facts.guild_id, facts.channel_id, None
+    else:
+        return None
+    text = re.sub(rf"^\s*<@!?{re.escape(bot_id)}>[\s:,]*", "", facts.content)
+    if not text.strip() and not facts.attachments:
+        return None
+    return InboundMessage(
+        platform="discord",
+        workspace=workspace,
+        channel=channel,
+        thread=thread,
+        user=user_id(facts.author_id),
+        text=text.strip() or "(attachment)",
+        platform_event_id=f"msg:{facts.message_id}",
+        mentions=tuple(user_id(m) for m in facts.mentions),
+        attachments=facts.attachments,
+        reply_to=facts.message_id,
+        raw={"channel_id": facts.channel_id},
+    )
+
+
+def button_press(
+    *,
+    interaction_id: str,
+    custom_id: str,
+    user: str,
+    guild_id: str | None,
+    channel_id: str,
+    thread_parent: str | None,
+    message_id: str | None,
+) -> ButtonPress | None:
+    """A component interaction as a button press, or None when the button is not ours."""
+    match = CUSTOM_ID.fullmatch(custom_id)
+    if match is None:
+        return None
+    kind, action, target = match["kind"], match["action"], match["target"]
+    if (kind == "ap" and action not in ACTIONS) or (kind == "job" and action not in JOB_ACTIONS):
+        return None
+    key = ConversationKey(
+        platform="discord",
+        workspace=guild_id or DM,
+        channel=thread_parent or channel_id,
+        thread=channel_id if thread_parent else None,
+    )
+    return ButtonPress(
+        platform="discord",
+        workspace=key.workspace,
+        channel=key.channel,
+        thread=key.thread,
+        user=user_id(user),
+        approval_id=target if kind == "ap" else None,
+        action=ACTIONS[action] if kind == "ap" else JOB_ACTIONS[action],
+        value=target,
+        message=MessageRef(conversation=key, message_id=message_id) if message_id else None,
+        platform_event_id=f"int:{interaction_id}",
+        raw={"channel_id": channel_id},
+    )
+
+
+def parse_interaction(data: Mapping[str, Any]) -> ButtonPress | None:
+    """An ``INTERACTION_CREATE`` dispatch's data as a button press (None when it is not a
+    press of one of our buttons)."""
+    if data.get("type") != 3:  # MESSAGE_COMPONENT
+        return None
+    member = data.get("member")
+    who = member.get("user") if isinstance(member, Mapping) else data.get("user")
+    component = data.get("data")
+    if not isinstance(who, Mapping) or not isinstance(component, Mapping) or "id" not in data:
+        raise BadRequest("an interaction needs 'id', 'data' and 'member' or 'user'")
+    channel = data.get("channel")
+    thread_parent = None
+    if isinstance(channel, Mapping) and channel.get("type") in THREAD_TYPES:
+        thread_parent = str(channel.get("parent_id"))
+    message = data.get("message")
+    return button_press(
+        interaction_id=str(data["id"]),
+        custom_id=str(component.get("custom_id", "")),
+        user=str(who["id"]),
+        guild_id=str(data["guild_id"]) if data.get("guild_id") else None,
+        channel_id=str(data.get("channel_id")),
+        thread_parent=thread_parent,
+        message_id=str(message["id"]) if isinstance(message, Mapping) else None,
+    )
+
+
+def attachment(item: Mapping[str, Any]) -> Attachment:
+    """A message attachment object as an attachment."""
+    size = item.get("size")
+    return Attachment(
+        name=str(item.get("filename") or "file"),
+        mime_type=str(item["content_type"]) if item.get("content_type") else None,
+        size=size if isinstance(size, int) else None,
+        url=str(item["url"]) if item.get("url") else None,
+        platform_file_id=str(item["id"]) if item.get("id") else None,
+    )

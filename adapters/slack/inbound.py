@@ -1,0 +1,208 @@
+"""Slack's inbound side: ``POST /slack/events`` (the Events API, interactivity and the
+slash command on one Request URL) and Socket Mode, both through slack-bolt.
+
+Our own check of the signature comes first, over the raw bytes (bolt parses the body
+before it verifies, and a malformed timestamp makes its verifier raise); bolt is then
+told not to verify again. Socket Mode requests come over the authenticated socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from adapters.base import (
+    BadRequest,
+    Check,
+    EventSink,
+    GatewayHooks,
+    Lock,
+    SenderLifecycle,
+)
+from adapters.http import json_error, too_large
+from adapters.payloads import load_form, load_json, same_secret
+from adapters.slack.parse import parse_action, parse_command, parse_event
+from adapters.slack.send import SlackSender
+from agent_core.events import Platform
+from agent_core.settings import Settings
+
+log = structlog.get_logger("chatgate.slack")
+
+# Slack gives up on a request after 3 s; leave room for the network.
+ACK_SECONDS = 2.0
+
+
+class SlackAdapter(SenderLifecycle[SlackSender]):
+    """The Events API over HTTP when ``SLACK_SIGNING_SECRET`` is set, Socket Mode when
+    ``SLACK_APP_TOKEN`` is (both may be)."""
+
+    platform: Platform = "slack"
+
+    def __init__(self, settings: Settings, hooks: GatewayHooks | None = None) -> None:
+        assert settings.slack_bot_token is not None
+        self.sender = SlackSender(
+            settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url
+        )
+        self._settings = settings
+        self._hooks = hooks
+        secret = settings.slack_signing_secret
+        self._signing_secret = secret.get_secret_value() if secret is not None else None
+        self._lock: Lock | None = None
+        self._connected = False
+        self._bolt_app: Any = None
+
+    def _bolt(self, sink: EventSink) -> Any:
+        """One bolt app for HTTP and Socket Mode alike."""
+        if self._bolt_app is None:
+            self._bolt_app = build_bolt(self.sender, sink)
+        return self._bolt_app
+
+    def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
+        """``POST /slack/events``, when Slack is to use the Events API."""
+        if self._signing_secret is None:
+            return
+        secret = self._signing_secret
+        bolt = self._bolt(sink)
+
+        async def events(request: web.Request) -> web.StreamResponse:
+            """Everything Slack sends: the signature checked (401), ``url_verification``
+            answered, our listeners run before the answer."""
+            if (refused := too_large(request)) is not None:
+                return refused
+            from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+
+            # The signature is over the bytes, so a body that is not UTF-8 is refused
+            # after it, never decoded before.
+            raw = await request.read()
+            if not signed(request.headers, raw, secret):
+                self._rejected()
+                return json_error(401, "invalid request signature")
+            try:
+                if request.content_type == "application/json":
+                    load_json(raw)
+                else:
+                    form = load_form(raw)
+                    if "payload" in form:
+                        load_json(form["payload"].encode())
+                parsed = await to_bolt_request(request)
+            except (BadRequest, ValueError):
+                return json_error(
+                    400, "body is not what Slack sends (JSON, or a form with payload)"
+                )
+            response = await bolt.async_dispatch(parsed)
+            result: web.StreamResponse = await to_aiohttp_response(response)
+            return result
+
+        router.add_post("/slack/events", events)
+
+    def _rejected(self) -> None:
+        if self._hooks is not None:
+            self._hooks.rejected("slack")
+
+    async def run(self, sink: EventSink, stopping: asyncio.Event) -> None:
+        """Socket Mode, when ``SLACK_APP_TOKEN`` is set: one socket at a time across
+        gateways (Slack would spread events over all of them)."""
+        token = self._settings.slack_app_token
+        if token is None:
+            return
+        assert self._hooks is not None, "receiving needs the gateway's hooks"
+        bolt = self._bolt(sink)
+        app_token = token.get_secret_value()
+
+        async def session() -> None:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            handler: Any = AsyncSocketModeHandler(bolt, app_token)
+            try:
+                await handler.connect_async()
+                self._connected = True
+                log.info("slack socket mode connected")
+                await stopping.wait()
+            finally:
+                self._connected = False
+                await handler.close_async()
+
+        self._lock = self._hooks.lock("slack-socket")
+        await self._lock.serve(session, stopping)
+
+    def ready(self) -> str | None:
+        """Not ready while this process holds the socket's lock and is not connected."""
+        holding = self._lock is not None and self._lock.holding
+        return "slack: Socket Mode not connected yet" if holding and not self._connected else None
+
+    async def check(self) -> Check:
+        """``auth.test`` and the granted scopes (``chatgate doctor``)."""
+        from adapters.slack.setup import check
+
+        return await check(self._settings)
+
+
+def signed(headers: Any, body: bytes, secret: str) -> bool:
+    """Slack's v0 signature over the raw bytes, within five minutes (as slack_sdk checks
+    it, without decoding the body first)."""
+    timestamp = headers.get("X-Slack-Request-Timestamp", "")
+    signature = headers.get("X-Slack-Signature", "")
+    if not re.fullmatch(r"[0-9]{1,12}", timestamp) or abs(time.time() - int(timestamp)) > 300:
+        return False
+    base = b"v0:" + timestamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return same_secret(signature, expected)
+
+
+def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
+    """The slack-bolt app: it answers ``url_verification``, drops the bot's own events,
+    and hands ours to ``sink``.
+
+    It answers Slack only after a listener returns (``process_before_response``): an event
+    is in the ingress ledger before Slack hears 200 (or at the deadline), so an ack is
+    never a lost message; the turn itself runs after the ack. A press is acknowledged
+    first and decided right after (Slack does not retry presses; a person can press
+    again); a refusal is an ephemeral message to the presser.
+    """
+    from slack_bolt.async_app import AsyncApp
+
+    bolt = AsyncApp(
+        client=sender.client,
+        # Verified before bolt sees a request (HTTP), or not needed (Socket Mode).
+        request_verification_enabled=False,
+        process_before_response=True,
+        raise_error_for_unhandled_request=False,
+    )
+
+    async def event(body: dict[str, Any], context: dict[str, Any]) -> None:
+        parsed = parse_event(body, bot_user=context.get("bot_user_id"))
+        if parsed is not None:
+            await sink(parsed, deadline=ACK_SECONDS)
+
+    async def action(ack: Callable[[], Awaitable[None]], body: dict[str, Any]) -> None:
+        await ack()
+        press = parse_action(body)
+        if press is None:
+            return
+
+        async def refuse(text: str) -> None:
+            await sender.ephemeral(press.conversation, press.user, text)
+
+        await sink(press, deadline=0, refuse=refuse)
+
+    async def command(ack: Callable[[], Awaitable[None]], command: dict[str, str]) -> None:
+        await ack()
+        await sink(parse_command(command), deadline=ACK_SECONDS)
+
+    async def ignore(body: dict[str, Any]) -> None:
+        """Other event types: acknowledged so Slack does not retry them."""
+
+    bolt.event("app_mention")(event)
+    bolt.event("message")(event)
+    bolt.event(re.compile(".*"))(ignore)
+    bolt.action(re.compile("^chatgate_"))(action)
+    bolt.command(re.compile(".*"))(command)
+    return bolt

@@ -1,0 +1,203 @@
+"""Slack's payloads to events (pure: payload dicts in, events out, so recorded payloads
+test it). Identity:
+
+- a conversation is (``slack``, team, channel, thread): a mention in a channel starts a
+  thread conversation under the mentioning message (replies go in that thread); a DM is
+  one conversation (a DM thread is its own);
+- the ledger key of a message is ``msg:{channel}:{ts}``, not the envelope's ``event_id``:
+  Slack sends one message as both ``app_mention`` and ``message`` (two event ids) and
+  retries with the same ``ts``, so keying on the message makes all of them one turn;
+- users are ``slack:{user_id}`` (the form ``CHATGATE_ADMINS`` uses).
+
+The bot's own messages, other bots, edits, deletions and other subtypes are ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from adapters.base import BadRequest
+from agent_core.events import (
+    Attachment,
+    ButtonAction,
+    ButtonPress,
+    ConversationKey,
+    InboundMessage,
+    MessageRef,
+)
+
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+# Subtypes that are still a person writing: a file share, a thread reply also sent to
+# the channel. Everything else (edits, deletions, joins, bot posts) is ignored.
+_PERSON_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+
+ACTIONS: dict[str, ButtonAction] = {
+    "chatgate_approve": "approve",
+    "chatgate_allow_conversation": "allow_conversation",
+    "chatgate_deny": "deny",
+}
+JOB_ACTIONS: dict[str, ButtonAction] = {
+    "chatgate_job_pause": "pause",
+    "chatgate_job_resume": "resume",
+    "chatgate_job_delete": "delete",
+}
+
+
+def user_id(slack_user: str) -> str:
+    """Our name for a Slack user."""
+    return f"slack:{slack_user}"
+
+
+def bare_user(user: str) -> str:
+    """Slack's own id of one of our user names."""
+    return user.removeprefix("slack:")
+
+
+def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> InboundMessage | None:
+    """An ``event_callback`` envelope as an inbound message, or None when it is not one the
+    agent answers (the bot's own, another bot's, an edit, a channel message that neither
+    mentions the bot nor is in a thread)."""
+    event = envelope.get("event")
+    team = envelope.get("team_id")
+    if not isinstance(event, Mapping) or not isinstance(team, str):
+        raise BadRequest("an event_callback needs 'team_id' and 'event'")
+    kind = event.get("type")
+    if kind not in ("app_mention", "message"):
+        return None
+    if event.get("subtype") not in _PERSON_SUBTYPES or event.get("bot_id"):
+        return None
+    user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
+    if not (isinstance(user, str) and isinstance(channel, str) and isinstance(ts, str)):
+        return None
+    if bot_user is not None and user == bot_user:
+        return None
+    text = str(event.get("text") or "")
+    thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
+    direct = event.get("channel_type") == "im" or channel.startswith("D")
+    mentioned = kind == "app_mention" or (bot_user is not None and f"<@{bot_user}" in text)
+    if direct:
+        thread = thread_ts
+    elif mentioned:
+        thread = thread_ts or ts
+    elif thread_ts is not None:
+        thread = thread_ts  # a reply in a thread: answered if that thread is a conversation
+    else:
+        return None
+    mentions = tuple(user_id(m) for m in _MENTION.findall(text))
+    if bot_user is not None:
+        text = re.sub(rf"^\s*<@{re.escape(bot_user)}(?:\|[^>]*)?>[\s:,]*", "", text)
+    return InboundMessage(
+        platform="slack",
+        workspace=team,
+        channel=channel,
+        thread=thread,
+        user=user_id(user),
+        text=_plain(text).strip() or "(empty message)",
+        platform_event_id=f"msg:{channel}:{ts}",
+        mentions=mentions,
+        attachments=tuple(_attachment(f) for f in event.get("files") or () if isinstance(f, dict)),
+        reply_to=ts,
+        user_team=_sender_team(envelope, event, team),
+        raw={
+            "event_id": str(envelope.get("event_id", "")),
+            "kind": str(kind),
+            "addressed": direct or mentioned,
+        },
+    )
+
+
+def _sender_team(envelope: Mapping[str, Any], event: Mapping[str, Any], team: str) -> str:
+    """The sender's own team: the installation's, unless the channel is shared with other
+    organisations (Slack Connect); then ``user_team`` (or the event's ``team``), and an
+    id no allow entry names when Slack gives neither."""
+    if envelope.get("is_ext_shared_channel") is not True:
+        return team
+    for key in ("user_team", "team"):
+        value = event.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return "?"
+
+
+def mentions_bot(event: InboundMessage) -> bool:
+    """Did the message address the bot (a mention or a DM), rather than merely reply in a
+    thread?"""
+    return event.raw.get("addressed") is True
+
+
+def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
+    """A ``block_actions`` payload as a button press (None when it is not one of ours)."""
+    actions = payload.get("actions")
+    user = payload.get("user")
+    team = payload.get("team")
+    channel = payload.get("channel")
+    message = payload.get("message") or payload.get("container") or {}
+    if not (isinstance(actions, list) and actions and isinstance(user, Mapping)):
+        raise BadRequest("a block_actions payload needs 'actions' and 'user'")
+    action = actions[0]
+    if not isinstance(action, Mapping):
+        return None
+    action_id = action.get("action_id")
+    if action_id not in ACTIONS and action_id not in JOB_ACTIONS:
+        return None
+    value = str(action.get("value") or "")
+    if not isinstance(team, Mapping) or not isinstance(channel, Mapping):
+        raise BadRequest("a block_actions payload needs 'team' and 'channel'")
+    ts = message.get("ts") or message.get("message_ts")
+    thread = message.get("thread_ts")
+    key = ConversationKey(
+        platform="slack",
+        workspace=str(team.get("id")),
+        channel=str(channel.get("id")),
+        thread=str(thread) if thread else None,
+    )
+    return ButtonPress(
+        platform="slack",
+        workspace=key.workspace,
+        channel=key.channel,
+        thread=key.thread,
+        user=user_id(str(user.get("id"))),
+        approval_id=value if action_id in ACTIONS else None,
+        action=ACTIONS.get(str(action_id)) or JOB_ACTIONS[str(action_id)],
+        value=value,
+        message=MessageRef(conversation=key, message_id=str(ts)) if ts else None,
+        # The presser's own team (a Slack Connect guest's is not the channel's).
+        user_team=str(user["team_id"]) if isinstance(user.get("team_id"), str) else "?",
+        platform_event_id=f"act:{channel.get('id')}:{ts}:{action.get('action_ts')}:{user.get('id')}",
+        raw={"response_url": str(payload.get("response_url") or "")},
+    )
+
+
+def parse_command(form: Mapping[str, str]) -> InboundMessage:
+    """The ``/chatgate <command>`` slash command as a text command message."""
+    for field in ("team_id", "channel_id", "user_id", "trigger_id"):
+        if not form.get(field):
+            raise BadRequest(f"a slash command needs {field!r}")
+    words = (form.get("text") or "").strip()
+    return InboundMessage(
+        platform="slack",
+        workspace=form["team_id"],
+        channel=form["channel_id"],
+        user=user_id(form["user_id"]),
+        text=f"/{words}" if words else "/help",
+        platform_event_id=f"cmd:{form['trigger_id']}",
+        raw={"addressed": True},
+    )
+
+
+def _plain(text: str) -> str:
+    """Slack's escaped text back to what the person typed (``&lt;`` to ``<`` ...)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _attachment(file: Mapping[str, Any]) -> Attachment:
+    size = file.get("size")
+    return Attachment(
+        name=str(file.get("name") or file.get("title") or "file"),
+        mime_type=str(file["mimetype"]) if file.get("mimetype") else None,
+        size=int(size) if isinstance(size, int) else None,
+        url=str(file["url_private"]) if file.get("url_private") else None,
+        platform_file_id=str(file["id"]) if file.get("id") else None,
+    )

@@ -1,0 +1,118 @@
+"""Replies, approval prompts and ``jobs`` listings as Slack Block Kit (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from adapters.markdown import escape_slack
+from adapters.slack.parse import bare_user
+from agent_core.approval_text import for_prompt
+from agent_core.events import ApprovalPrompt
+from agent_core.journaled import ScheduleItem
+
+# Slack allows 50 blocks a message: a title and up to three blocks per schedule.
+_MAX_JOBS = 16
+# What a section's text may hold.
+_SECTION = 3000
+_JOB_BUTTONS = {
+    "active": (("chatgate_job_pause", "Pause"), ("chatgate_job_delete", "Delete")),
+    "paused": (("chatgate_job_resume", "Resume"), ("chatgate_job_delete", "Delete")),
+    "done": (("chatgate_job_delete", "Delete"),),
+}
+BUTTONS = (
+    ("chatgate_approve", "Approve", "primary"),
+    ("chatgate_allow_conversation", "Allow in this conversation", None),
+    ("chatgate_deny", "Deny", "danger"),
+)
+
+
+def _pieces(text: str, *, first: int, rest: int) -> list[str]:
+    """``text`` in pieces (the first at most ``first`` characters, the others ``rest``),
+    never splitting an entity."""
+    pieces = []
+    size = first
+    while len(text) > size:
+        cut = text[:size]
+        entity = cut.rfind("&")
+        if entity > len(cut) - 5:  # do not split &amp; / &lt; / &gt;
+            cut = cut[:entity]
+        pieces.append(cut)
+        text = text[len(cut) :]
+        size = rest
+    return [*pieces, text]
+
+
+def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
+    """The prompt as Block Kit: what would run, and the three buttons (approval id in
+    each button's value)."""
+    shown = for_prompt(prompt.arguments)
+    warning = f"\n:warning: {escape_slack(shown.warning)}" if shown.warning else ""
+    header = (
+        f"*Allow `{escape_slack(prompt.tool)}`?* (asked by <@{bare_user(prompt.requested_by)}>)"
+        f"{warning}"
+    )
+    # A section holds 3,000 characters; escaping can grow the text, so it may take several.
+    arguments = escape_slack(shown.text).replace("```", "`\u200b``")
+    pieces = _pieces(arguments, first=_SECTION - len(header) - 7, rest=_SECTION - 6)
+    texts = [f"```{piece}```" for piece in pieces]
+    texts[0] = f"{header}\n{texts[0]}"
+    sections = [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in texts]
+    return [
+        *sections,
+        {
+            "type": "actions",
+            "block_id": f"approval:{prompt.approval_id}",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "text": {"type": "plain_text", "text": label},
+                    "value": prompt.approval_id,
+                    **({"style": style} if style else {}),
+                }
+                for action_id, label, style in BUTTONS
+            ],
+        },
+    ]
+
+
+def jobs_blocks(text: str, jobs: Sequence[ScheduleItem]) -> list[dict[str, Any]]:
+    """A ``jobs`` listing as Block Kit: each schedule with its state, latest runs, and
+    buttons to pause, resume or delete it (the schedule id in each button's value)."""
+    if not jobs:
+        return [{"type": "section", "text": {"type": "mrkdwn", "text": escape_slack(text)}}]
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*Schedules in this conversation*"}}
+    ]
+    for job in jobs[:_MAX_JOBS]:
+        lines = [
+            f"`{escape_slack(job.id)}` {escape_slack(job.when)}: *{escape_slack(job.status)}*",
+            escape_slack(job.prompt)[:500],
+        ]
+        for run in job.runs:
+            at = (run.scheduled_for or run.finished_at or "")[:16]
+            line = f"• {escape_slack(at.replace('T', ' '))} UTC {escape_slack(run.status)}"
+            if run.error:
+                line += f": {escape_slack(run.error)[:200]}"
+            lines.append(line)
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}})
+        buttons = _JOB_BUTTONS.get(job.status, ())
+        if buttons:
+            blocks.append(
+                {
+                    "type": "actions",
+                    "block_id": f"job:{job.id}",
+                    "elements": [
+                        {
+                            "type": "button",
+                            "action_id": action_id,
+                            "text": {"type": "plain_text", "text": label},
+                            "value": job.id,
+                            **({"style": "danger"} if action_id.endswith("delete") else {}),
+                        }
+                        for action_id, label in buttons
+                    ],
+                }
+            )
+    return blocks

@@ -1,0 +1,230 @@
+"""Telegram's updates to events (pure: update dicts in, events out, so recorded updates
+test it). Identity:
+
+- a conversation is (``telegram``, bot id, chat id, topic): a private chat or a group is
+  one conversation; a forum topic is its own (``message_thread_id``);
+- the ledger key of an update is ``{bot id}:{update_id}``: Telegram resends an update with
+  the same id until a webhook answers 2xx or ``getUpdates`` confirms it, per bot;
+- users are ``telegram:{user id}`` (the form ``CHATGATE_ADMINS`` uses).
+
+In groups only messages addressed to the bot count: a mention, a reply to the bot, or a
+command (``/jobs`` or ``/jobs@this_bot``). Edits, other bots, service messages and
+membership changes are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import BadRequest
+from agent_core.events import (
+    Attachment,
+    ButtonAction,
+    ButtonPress,
+    ConversationKey,
+    InboundMessage,
+    MessageRef,
+)
+
+# callback_data is at most 64 bytes: a two-letter verb, a colon and our id (``ap_`` + 12
+# hex digits, or ``sc_`` + 8) leave plenty of room.
+ACTIONS: dict[str, ButtonAction] = {"ap": "approve", "ac": "allow_conversation", "dn": "deny"}
+JOB_ACTIONS: dict[str, ButtonAction] = {"jp": "pause", "jr": "resume", "jd": "delete"}
+# What the gateway asks Telegram for (webhook and getUpdates alike).
+ALLOWED_UPDATES = ("message", "callback_query")
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who the bot is: its numeric id (the token's prefix) and its @username."""
+
+    id: int
+    username: str
+
+
+def user_id(telegram_user: int | str) -> str:
+    """Our name for a Telegram user."""
+    return f"telegram:{telegram_user}"
+
+
+def parse_update(
+    update: Mapping[str, Any], *, bot: BotIdentity
+) -> InboundMessage | ButtonPress | None:
+    """An update as an event, or None when the agent does not answer it."""
+    update_id = update.get("update_id")
+    if not isinstance(update_id, int) or isinstance(update_id, bool):
+        raise BadRequest("an update needs an integer 'update_id'")
+    message = update.get("message")
+    if isinstance(message, Mapping):
+        return _message(update_id, message, bot)
+    callback = update.get("callback_query")
+    if isinstance(callback, Mapping):
+        return _callback(update_id, callback, bot)
+    return None  # edited_message, my_chat_member, channel_post ...: nothing to answer
+
+
+def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> InboundMessage | None:
+    chat = message.get("chat")
+    sender = message.get("from")
+    message_id = message.get("message_id")
+    if not (isinstance(chat, Mapping) and isinstance(message_id, int)):
+        raise BadRequest("a message needs 'chat' and 'message_id'")
+    if not isinstance(sender, Mapping) or sender.get("is_bot") or "id" not in sender:
+        return None  # another bot, ourselves, or a channel writing as itself
+    text = message.get("text")
+    entities = message.get("entities")
+    if not isinstance(text, str):
+        text = message.get("caption")
+        entities = message.get("caption_entities")
+    text = text if isinstance(text, str) else ""
+    entities = [e for e in entities or () if isinstance(e, Mapping)]
+    attachments = _attachments(message)
+    if not text and not attachments:
+        return None  # a service message: someone joined, a pinned message, a new title ...
+    private = chat.get("type") == "private"
+    command = _command(text, entities, bot)
+    addressed = private or command is not None or _mentions(text, entities, bot)
+    if not addressed and not _replies_to_bot(message, bot):
+        return None
+    text = command if command is not None else _without_mention(text, entities, bot)
+    thread = message.get("message_thread_id") if message.get("is_topic_message") else None
+    return InboundMessage(
+        platform="telegram",
+        workspace=str(bot.id),
+        channel=str(chat["id"]),
+        thread=str(thread) if thread is not None else None,
+        user=user_id(sender["id"]),
+        text=text.strip() or ("(attachment)" if attachments else "(empty message)"),
+        platform_event_id=f"{bot.id}:{update_id}",
+        attachments=attachments,
+        reply_to=str(message_id),
+        raw={"update_id": update_id, "chat_type": str(chat.get("type", ""))},
+    )
+
+
+def _callback(update_id: int, callback: Mapping[str, Any], bot: BotIdentity) -> ButtonPress | None:
+    sender = callback.get("from")
+    query_id = callback.get("id")
+    if not isinstance(sender, Mapping) or "id" not in sender or not isinstance(query_id, str):
+        raise BadRequest("a callback_query needs 'id' and 'from'")
+    verb, _, value = str(callback.get("data") or "").partition(":")
+    action = ACTIONS.get(verb) or JOB_ACTIONS.get(verb)
+    message = callback.get("message")
+    if action is None or not value or not isinstance(message, Mapping):
+        return None  # not our button, or on a message too old to be shown
+    chat = message.get("chat")
+    if not isinstance(chat, Mapping) or "id" not in chat:
+        return None
+    thread = message.get("message_thread_id") if message.get("is_topic_message") else None
+    key = ConversationKey(
+        platform="telegram",
+        workspace=str(bot.id),
+        channel=str(chat["id"]),
+        thread=str(thread) if thread is not None else None,
+    )
+    return ButtonPress(
+        platform="telegram",
+        workspace=key.workspace,
+        channel=key.channel,
+        thread=key.thread,
+        user=user_id(sender["id"]),
+        approval_id=value if verb in ACTIONS else None,
+        action=action,
+        value=value,
+        message=MessageRef(conversation=key, message_id=str(message.get("message_id"))),
+        platform_event_id=f"{bot.id}:{update_id}",
+        raw={"callback_query_id": query_id},
+    )
+
+
+def _entity_text(text: str, entity: Mapping[str, Any]) -> str:
+    """An entity's text: offsets count UTF-16 code units, not Python characters."""
+    encoded = text.encode("utf-16-le")
+    start, length = int(entity.get("offset", 0)), int(entity.get("length", 0))
+    return encoded[2 * start : 2 * (start + length)].decode("utf-16-le", errors="replace")
+
+
+def _mentions(text: str, entities: Sequence[Mapping[str, Any]], bot: BotIdentity) -> bool:
+    for entity in entities:
+        if entity.get("type") == "mention":
+            if _entity_text(text, entity).lower() == f"@{bot.username.lower()}":
+                return True
+        elif entity.get("type") == "text_mention":
+            user = entity.get("user")
+            if isinstance(user, Mapping) and user.get("id") == bot.id:
+                return True
+    return False
+
+
+def _command(text: str, entities: Sequence[Mapping[str, Any]], bot: BotIdentity) -> str | None:
+    """``/name@this_bot args`` as ``/name args``; None when the text is not a command (or
+    one addressed to another bot)."""
+    first = next((e for e in entities if e.get("type") == "bot_command"), None)
+    if first is None or first.get("offset") != 0:
+        return None
+    word = _entity_text(text, first)
+    name, _, addressee = word.partition("@")
+    if addressee and addressee.lower() != bot.username.lower():
+        return None
+    rest = text[len(word) :]
+    if name == "/start":
+        return "/help" + rest
+    return name + rest
+
+
+def _replies_to_bot(message: Mapping[str, Any], bot: BotIdentity) -> bool:
+    replied = message.get("reply_to_message")
+    if not isinstance(replied, Mapping) or replied.get("forum_topic_created"):
+        # In a forum, a topic's messages "reply" to the topic's first message.
+        return False
+    author = replied.get("from")
+    return isinstance(author, Mapping) and author.get("id") == bot.id
+
+
+def _without_mention(text: str, entities: Sequence[Mapping[str, Any]], bot: BotIdentity) -> str:
+    handle = f"@{bot.username}"
+    stripped = text.lstrip()
+    if stripped.lower().startswith(handle.lower()):
+        return stripped[len(handle) :].lstrip(" ,:")
+    return text
+
+
+def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
+    found: list[Attachment] = []
+    photos = [p for p in message.get("photo") or () if isinstance(p, Mapping)]
+    if photos:
+        largest = max(photos, key=lambda p: int(p.get("width", 0)) * int(p.get("height", 0)))
+        found.append(
+            Attachment(
+                name="photo.jpg",
+                mime_type="image/jpeg",
+                size=largest.get("file_size")
+                if isinstance(largest.get("file_size"), int)
+                else None,
+                platform_file_id=str(largest.get("file_id")),
+            )
+        )
+    for field, default in (
+        ("document", "document"),
+        ("audio", "audio"),
+        ("video", "video"),
+        ("voice", "voice.ogg"),
+    ):
+        item = message.get(field)
+        if isinstance(item, Mapping) and item.get("file_id"):
+            found.append(
+                Attachment(
+                    name=str(item.get("file_name") or default),
+                    mime_type=str(item["mime_type"]) if item.get("mime_type") else None,
+                    size=_size(item),
+                    platform_file_id=str(item["file_id"]),
+                )
+            )
+    return tuple(found)
+
+
+def _size(item: Mapping[str, Any]) -> int | None:
+    size = item.get("file_size")
+    return size if isinstance(size, int) else None

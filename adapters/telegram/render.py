@@ -1,0 +1,75 @@
+"""Approval prompts and ``jobs`` listings as Telegram HTML and inline keyboards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agent_core.approval_text import for_prompt
+from agent_core.events import ApprovalPrompt
+from agent_core.journaled import ScheduleItem
+
+if TYPE_CHECKING:
+    from telegram import InlineKeyboardMarkup
+
+BUTTONS = (("ap", "Approve"), ("ac", "Allow in this conversation"), ("dn", "Deny"))
+_JOB_BUTTONS = {
+    "active": (("jp", "Pause"), ("jd", "Delete")),
+    "paused": (("jr", "Resume"), ("jd", "Delete")),
+    "done": (("jd", "Delete"),),
+}
+MAX_CALLBACK_DATA = 64
+_MAX_JOBS = 20
+
+
+def callback_data(verb: str, value: str) -> str:
+    """A button's callback data, checked against Telegram's 64-byte limit (which PTB does
+    not check: Telegram would answer ``BUTTON_DATA_INVALID``)."""
+    data = f"{verb}:{value}"
+    if len(data.encode()) > MAX_CALLBACK_DATA:
+        raise ValueError(f"callback data over {MAX_CALLBACK_DATA} bytes: {data!r}")
+    return data
+
+
+def approval_text(prompt: ApprovalPrompt) -> str:
+    """The prompt's words (HTML): what would run, with which arguments."""
+    from html import escape
+
+    shown = for_prompt(prompt.arguments)
+    warning = f"\n⚠ {escape(shown.warning)}" if shown.warning else ""
+    return (
+        f"<b>Allow {escape(prompt.tool)}?</b> "
+        f"(approval <code>{escape(prompt.approval_id)}</code>){warning}\n"
+        f"<pre>{escape(shown.text)}</pre>"
+    )
+
+
+def approval_keyboard(prompt: ApprovalPrompt) -> InlineKeyboardMarkup:
+    """The three buttons, the approval id in each button's callback data."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    buttons = [
+        InlineKeyboardButton(label, callback_data=callback_data(verb, prompt.approval_id))
+        for verb, label in BUTTONS
+    ]
+    return InlineKeyboardMarkup([buttons[:2], buttons[2:]])
+
+
+def jobs_keyboard(jobs: Sequence[ScheduleItem]) -> InlineKeyboardMarkup | None:
+    """One row per schedule: pause or resume, and delete."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    rows = []
+    for job in jobs[:_MAX_JOBS]:
+        schedule_id = job.id
+        buttons = _JOB_BUTTONS.get(job.status, ())
+        if schedule_id and buttons:
+            rows.append(
+                [
+                    InlineKeyboardButton(
+                        f"{label} {schedule_id}", callback_data=callback_data(verb, schedule_id)
+                    )
+                    for verb, label in buttons
+                ]
+            )
+    return InlineKeyboardMarkup(rows) if rows else None

@@ -1,0 +1,161 @@
+"""The outbound client over python-telegram-bot's ``Bot``: replies, prompts, edits and
+callback answers; Telegram's errors become ``DeliveryError`` in one place (``_call``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import warnings
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from adapters.chunking import TELEGRAM_LIMIT, split_message
+from adapters.markdown import to_telegram_html
+from adapters.telegram.parse import BotIdentity
+from adapters.telegram.render import approval_keyboard, approval_text, jobs_keyboard
+from agent_core.errors import DeliveryError
+from agent_core.events import ApprovalPrompt, Edit, Reply
+from agent_core.journaled import JobsListing
+
+if TYPE_CHECKING:
+    from telegram import Bot, InlineKeyboardMarkup
+
+# An answerCallbackQuery text is at most 200 characters.
+_ALERT_LIMIT = 200
+
+
+def _listing_keyboard(payload: Mapping[str, Any] | None) -> InlineKeyboardMarkup | None:
+    """A ``jobs`` listing's buttons, when the payload holds one."""
+    listing = JobsListing.from_payload(payload)
+    return jobs_keyboard(listing.jobs) if listing is not None else None
+
+
+def retry_seconds(error: Any) -> float:
+    """``RetryAfter``'s wait in seconds (PTB 22 gives an int or a timedelta)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+class TelegramSender:
+    """The send-only client over PTB's ``Bot``: replies, prompts, edits, callback answers.
+
+    A 429 (``RetryAfter``) is waited out inside the one call that got it: other chats'
+    messages keep going meanwhile (PTB's ``AIORateLimiter`` would pause every chat).
+    """
+
+    def __init__(self, token: str, *, base_url: str, max_retries: int = 3) -> None:
+        from telegram import Bot
+        from telegram.request import HTTPXRequest
+
+        self.bot: Bot = Bot(
+            token,
+            base_url=base_url,
+            base_file_url=base_url.replace("/bot", "/file/bot", 1),
+            request=HTTPXRequest(connection_pool_size=64),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=40),
+        )
+        self._max_retries = max_retries
+        self._identity: BotIdentity | None = None
+
+    async def open(self) -> None:
+        """Nothing to open: the HTTP client connects on first use."""
+
+    async def identify(self) -> BotIdentity:
+        """``getMe``: who the bot is (its username decides what counts as a mention)."""
+        if self._identity is None:
+            await self.bot.initialize()
+            self._identity = BotIdentity(id=self.bot.id, username=self.bot.username)
+        return self._identity
+
+    async def close(self) -> None:
+        """Close the HTTP connections."""
+        await self.bot.shutdown()
+
+    async def _call(self, method: str, **kwargs: Any) -> Any:
+        from telegram.error import RetryAfter, TelegramError
+
+        for attempt in range(self._max_retries + 1):
+            try:
+                return await getattr(self.bot, method)(**kwargs)
+            except RetryAfter as exc:
+                if attempt == self._max_retries:
+                    raise DeliveryError(f"telegram: {exc}") from exc
+                await asyncio.sleep(retry_seconds(exc))
+            except TelegramError as exc:
+                raise DeliveryError(f"telegram: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+        """Send to the chat (in the topic, as a reply to the triggering message); long text
+        goes in several messages. The receipt is the first message's id."""
+        from telegram import ReplyParameters
+
+        conversation = reply.conversation
+        where: dict[str, Any] = {
+            "chat_id": int(conversation.channel),
+            "message_thread_id": int(conversation.thread) if conversation.thread else None,
+            "reply_parameters": (
+                ReplyParameters(message_id=int(reply.reply_to), allow_sending_without_reply=True)
+                if reply.reply_to and reply.reply_to.isdigit()
+                else None
+            ),
+            "parse_mode": "HTML",
+            "link_preview_options": None,
+        }
+        if isinstance(reply, ApprovalPrompt):
+            sent = await self._call(
+                "send_message",
+                text=approval_text(reply),
+                reply_markup=approval_keyboard(reply),
+                **where,
+            )
+            return str(sent.message_id)
+        keyboard = _listing_keyboard(reply.payload)
+        receipts: list[str] = []
+        chunks = split_message(to_telegram_html(reply.text), TELEGRAM_LIMIT, markup="html")
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            sent = await self._call(
+                "send_message", text=chunk, reply_markup=keyboard if last else None, **where
+            )
+            receipts.append(str(sent.message_id))
+        return receipts[0]
+
+    async def edit(self, edit: Edit) -> None:
+        """Replace a message's text (a decided prompt loses its buttons; a ``jobs`` listing
+        is redrawn with its buttons)."""
+        from telegram.error import BadRequest as TelegramBadRequest
+
+        keyboard = _listing_keyboard(edit.payload)
+        text = split_message(to_telegram_html(edit.text), TELEGRAM_LIMIT, markup="html")[0]
+        try:
+            await self._call(
+                "edit_message_text",
+                chat_id=int(edit.message.conversation.channel),
+                message_id=int(edit.message.message_id),
+                text=text,
+                parse_mode="HTML",
+                reply_markup=keyboard,
+            )
+        except DeliveryError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, TelegramBadRequest) and "not modified" in str(cause).lower():
+                return  # the same text again (a redrawn listing that did not change)
+            raise
+
+    async def answer(
+        self, callback_query_id: str, text: str | None = None, *, alert: bool = False
+    ) -> None:
+        """Stop the button's spinner; ``alert`` shows ``text`` to the presser only."""
+        from telegram.error import TelegramError
+
+        # A query older than Telegram keeps (about 15 minutes), or answered already, fails.
+        with contextlib.suppress(TelegramError):
+            await self.bot.answer_callback_query(
+                callback_query_id,
+                text=text[:_ALERT_LIMIT] if text else None,
+                show_alert=alert,
+            )

@@ -1,0 +1,84 @@
+"""The web chat's request bodies to events and decisions (pure)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Literal, cast, get_args
+
+from adapters.base import BadRequest
+from agent_core.events import InboundMessage
+from agent_core.records import ApprovalDecision
+
+WORKSPACE = "local"
+MAX_TEXT = 32_000
+_USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+ScheduleVerb = Literal["pause", "resume", "delete"]
+
+
+def parse_message(body: object, *, event_id: str | None = None) -> InboundMessage:
+    """Turn a ``POST /api/messages`` body into an inbound event, or raise BadRequest."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    conversation = body.get("conversation")
+    text = body.get("text")
+    user = body.get("user", "local")
+    client_id = body.get("id", event_id)
+    if not isinstance(conversation, str) or not conversation.strip():
+        raise BadRequest("'conversation' must be a non-empty string")
+    if len(conversation) > 200:
+        raise BadRequest("'conversation' must be at most 200 characters")
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequest("'text' must be a non-empty string")
+    if len(text) > MAX_TEXT:
+        raise BadRequest(f"'text' must be at most {MAX_TEXT} characters")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    if client_id is not None and (not isinstance(client_id, str) or not 0 < len(client_id) <= 128):
+        raise BadRequest("'id' must be a string of 1-128 characters")
+    return InboundMessage(
+        platform="web",
+        workspace=WORKSPACE,
+        channel=conversation.strip(),
+        user=f"web:{user}",
+        text=text,
+        platform_event_id=client_id or uuid.uuid4().hex,
+    )
+
+
+# Headers a proxy adds: with one in front, "loopback" says nothing about who is asking.
+
+
+def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
+    """A ``POST /api/approvals/{id}`` body: the decision and the web user deciding."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    decision = body.get("decision")
+    if decision not in get_args(ApprovalDecision):
+        raise BadRequest(f"'decision' must be one of {', '.join(get_args(ApprovalDecision))}")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    return cast(ApprovalDecision, decision), f"web:{user}"
+
+
+def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
+    """A ``POST /api/schedules/{id}`` body: the action, the web user, and the ``jobs``
+    listing (message id) the button was on, whose state is refreshed."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    action = body.get("action")
+    if action not in get_args(ScheduleVerb):
+        raise BadRequest(f"'action' must be one of {', '.join(get_args(ScheduleVerb))}")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    message_id = body.get("message_id")
+    if message_id is not None and (
+        isinstance(message_id, bool)
+        or not isinstance(message_id, int)
+        or not 1 <= message_id < 2**63
+    ):
+        raise BadRequest("'message_id' must be a message id (1 to 2**63-1)")
+    return cast(ScheduleVerb, action), f"web:{user}", message_id

@@ -1,0 +1,53 @@
+"""Messages, approvals and conversations as the web chat's JSON API shows them (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_core.approval_text import for_prompt
+from agent_core.records import ApprovalRecord, ConversationRecord, MessageRecord
+
+
+def message_item(message: MessageRecord) -> dict[str, Any]:
+    """A message as the JSON API shows it; approvals (and notes about them) carry their
+    current state, so a page can draw the buttons or who decided."""
+    item: dict[str, Any] = {
+        "id": message.id,
+        "role": message.role,
+        "text": message.text,
+        "author": message.author,
+        "created_at": message.created_at.isoformat(),
+    }
+    if message.approval is not None:
+        item["approval"] = approval_item(message.approval)
+    if isinstance(message.payload, dict) and isinstance(message.payload.get("jobs"), list):
+        item["jobs"] = message.payload["jobs"]
+    return item
+
+
+def approval_item(approval: ApprovalRecord) -> dict[str, Any]:
+    """An approval as the JSON API shows it."""
+    shown = for_prompt(approval.arguments)
+    return {
+        "id": approval.id,
+        "kind": approval.kind,
+        "tool": approval.tool,
+        "arguments": approval.arguments,
+        # What the page shows: the same honest text every platform's prompt shows.
+        "shown": shown.text,
+        "warning": shown.warning,
+        "status": approval.status,
+        "decided_by": approval.decided_by,
+        "expires_at": approval.expires_at.isoformat(),
+    }
+
+
+def conversation_item(conversation: ConversationRecord) -> dict[str, Any]:
+    """A conversation as the JSON API lists it."""
+    return {
+        "id": conversation.id,
+        "name": conversation.key.channel,
+        "platform": conversation.key.platform,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+    }

@@ -1,0 +1,200 @@
+"""The text commands answered without the model (``/help``, ``/new``, ``/usage``,
+``/jobs``, ``/cancel``, ``/bg``, ``/schedule``), and the ``jobs`` listing they and the
+listing's buttons draw. The dispatcher routes a command here once it is in the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from agent_core.budgets import BudgetLimits
+from agent_core.commands import ParsedCommand
+from agent_core.errors import ScheduleActionError
+from agent_core.events import InboundMessage
+from agent_core.gatekeeper import Gatekeeper
+from agent_core.journaled import JobsListing, RunItem, ScheduleItem
+from agent_core.records import Accepted, RunRecord, ScheduleRecord
+from agent_core.scheduling import Schedules
+from agent_core.storage.store import Store
+
+
+class ChatCommands:
+    """Answers each command in the conversation it was typed in."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        gate: Gatekeeper,
+        schedules: Schedules,
+        submit: Callable[[Sequence[int]], Awaitable[None]],
+        budgets: BudgetLimits | None = None,
+    ) -> None:
+        self._store = store
+        self._gate = gate
+        self._schedules = schedules
+        # Hands stored jobs to the queue (``/bg``).
+        self._submit = submit
+        self._budgets = budgets or BudgetLimits()
+
+    async def answer(
+        self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
+    ) -> None:
+        """Do what ``command`` asks and answer in the conversation it came from."""
+        match command.name:
+            case "help":
+                await self._gate.tell(event, accepted, HELP)
+            case "new":
+                await self._store.start_fresh(accepted.conversation_id, FRESH)
+            case "usage":
+                await self._gate.tell(event, accepted, await self._usage(event, accepted))
+            case "jobs":
+                text, payload = await self.jobs_listing(accepted.conversation_id)
+                await self._gate.tell(event, accepted, text, payload=payload)
+            case "cancel":
+                await self._gate.tell(
+                    event, accepted, await self._cancel(command.args, event, accepted)
+                )
+            case "bg":
+                await self._gate.tell(
+                    event, accepted, await self._background(command, event, accepted)
+                )
+            case "schedule":
+                await self._gate.tell(event, accepted, SCHEDULE_HOW)
+
+    async def _usage(self, event: InboundMessage, accepted: Accepted) -> str:
+        """``usage``: this conversation's turns, calls, tokens and cost; the sender's spend
+        today; each set budget beside its figure."""
+        used = await self._store.usage(accepted.conversation_id)
+        spent = await self._store.spending(accepted.conversation_id, event.user)
+        limits = self._budgets
+        lines = [
+            f"This conversation so far: {used.turns} turns, {used.model_calls} model calls, "
+            f"{used.prompt_tokens} prompt and {used.completion_tokens} completion tokens, "
+            f"${spent.conversation_usd:.4f}.",
+            f"You today (UTC): {spent.user_day_tokens} tokens, ${spent.user_day_usd:.4f}.",
+        ]
+        budgets = [
+            (limits.turn_tokens, "per turn", "tokens"),
+            (limits.conversation_tokens, "per conversation", "tokens"),
+            (limits.conversation_usd, "per conversation", "USD"),
+            (limits.user_daily_tokens, "per person per day", "tokens"),
+            (limits.user_daily_usd, "per person per day", "USD"),
+            (limits.daily_usd, "for everyone per day", "USD"),
+        ]
+        shown = [
+            f"{limit:,.2f} USD {scope}" if unit == "USD" else f"{int(limit):,} tokens {scope}"
+            for limit, scope, unit in budgets
+            if limit is not None
+        ]
+        if shown:
+            lines.append("Budgets: " + "; ".join(shown) + ".")
+        return "\n".join(lines)
+
+    async def jobs_listing(self, conversation_id: str) -> tuple[str, dict[str, JsonValue]]:
+        """``jobs``: the conversation's schedules and their latest runs, as text and as the
+        structured payload platforms render with buttons (pause, resume, delete)."""
+        found = await self._schedules.listing(conversation_id)
+        if not found:
+            return NO_JOBS, JobsListing().to_payload()
+        lines = ["Schedules in this conversation:"]
+        for schedule in found:
+            lines.append(self._schedules.describe(schedule))
+            for run in schedule.runs:
+                lines.append(f"    {run_line(run)}")
+        lines.append("/cancel ID deletes one.")
+        listing = JobsListing(jobs=tuple(self.schedule_item(s) for s in found))
+        return "\n".join(lines), listing.to_payload()
+
+    def schedule_item(self, schedule: ScheduleRecord) -> ScheduleItem:
+        """A schedule as the jobs payload (and the web API) shows it."""
+        return ScheduleItem(
+            id=schedule.id,
+            when=self._schedules.recurrence(schedule).describe(),
+            prompt=schedule.prompt,
+            status=schedule.status,
+            created_by=schedule.created_by,
+            next_run_at=_iso(schedule.next_run_at),
+            runs=tuple(
+                RunItem(
+                    job_id=run.job_id,
+                    status=run.status,
+                    scheduled_for=_iso(run.scheduled_for),
+                    finished_at=_iso(run.finished_at),
+                    receipt=run.receipt,
+                    error=run.error,
+                )
+                for run in schedule.runs
+            ),
+        )
+
+    async def refresh_listing(self, message_id: int) -> None:
+        """Redraw a ``jobs`` listing after one of its buttons changed a schedule."""
+        message = await self._store.message(message_id)
+        if message is None or not isinstance(message.payload, dict):
+            return
+        if "jobs" not in message.payload:
+            return
+        text, payload = await self.jobs_listing(message.conversation_id)
+        await self._store.rewrite_note(message_id, text, payload)
+
+    async def _cancel(self, args: str, event: InboundMessage, accepted: Accepted) -> str:
+        schedule_id = args.strip()
+        if not schedule_id:
+            return "Usage: /cancel ID (the ids are in /jobs)."
+        try:
+            await self._schedules.change(
+                schedule_id, "delete", user=event.user, conversation_id=accepted.conversation_id
+            )
+        except ScheduleActionError as exc:
+            return f"Could not cancel: {exc}."
+        return f"Deleted schedule {schedule_id}; it will not run again."
+
+    async def _background(
+        self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
+    ) -> str:
+        prompt = command.args.strip()
+        if not prompt:
+            return "Usage: /bg PROMPT: I work on it in the background and post the answer here."
+        job_id = await self._store.background_turn(
+            accepted.conversation_id, user=event.user, prompt=prompt, reply_to=event.reply_to
+        )
+        await self._submit([job_id])
+        return f"Working on it in the background (job {job_id}); the answer will be posted here."
+
+
+HELP = """Commands:
+/help: this list
+/new: start afresh (earlier messages stay here but are no longer sent to the model)
+/jobs: this conversation's schedules, their latest runs, and buttons to pause, resume, delete
+/cancel ID: delete a schedule
+/bg PROMPT: work on PROMPT in the background and post the answer here
+/usage: turns, model calls and tokens in this conversation
+/approve ID, /deny ID: decide a pending approval (or press its buttons)
+Ask in words to schedule something ("every weekday at 9, summarise ...")."""
+SCHEDULE_HOW = (
+    'Ask me in words, e.g. "every weekday at 9:00, summarise the open incidents" or "in 2 '
+    'hours remind me to call Sam"; /jobs lists what is scheduled here.'
+)
+NO_JOBS = (
+    "No schedules in this conversation. Ask me to do something on a schedule, e.g. "
+    '"every weekday at 9:00, summarise the open incidents".'
+)
+FRESH = "Started afresh: earlier messages stay here but are no longer sent to the model."
+
+
+def run_line(run: RunRecord) -> str:
+    """One run of a schedule for the ``jobs`` text."""
+    at = run.scheduled_for or run.created_at
+    line = f"{at:%Y-%m-%d %H:%M} UTC {run.status}"
+    if run.receipt:
+        line += f", delivered ({run.receipt})"
+    if run.error:
+        line += f": {run.error}"
+    return line
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

@@ -1,0 +1,260 @@
+"""Any chat adapter, connected to the gateway: its routes mounted, its connection run while
+the gateway serves, its readiness in ``/readyz``, and every message and button press it
+receives handed to the dispatcher through one :class:`Sink`.
+
+The gateway knows platforms only through ``adapters.base``; nothing here imports an SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from adapters.base import ChatAdapter, GatewayHooks, Refuse
+from adapters.http import json_error
+from adapters.registry import UNCONFIGURED_ROUTES
+from agent_core.errors import ApprovalError, ScheduleActionError
+from agent_core.events import ButtonAction, ButtonPress, Edit, InboundMessage, Platform
+from agent_core.faults import FaultPoints
+from agent_core.records import Accepted, ApprovalDecision
+from agent_core.scheduling import ScheduleAction
+from gateway.dispatch import refusal
+from gateway.routes import add_platform_check
+from gateway.runtime import RUNTIME, Runtime
+from gateway.singleton import Holder
+
+log = structlog.get_logger("chatgate.inbound")
+
+# What each button does, by the kind of thing it is on.
+_DECISIONS: dict[ButtonAction, ApprovalDecision] = {
+    "approve": "approve",
+    "allow_conversation": "allow_conversation",
+    "deny": "deny",
+}
+_SCHEDULE_ACTIONS: dict[ButtonAction, ScheduleAction] = {
+    "pause": "pause",
+    "resume": "resume",
+    "delete": "delete",
+}
+
+
+class Sink:
+    """The gateway's :class:`adapters.base.EventSink`: messages into the ingress ledger
+    (answering by the platform's deadline, the rest in the background), presses decided."""
+
+    def __init__(self, app: web.Application, adapters: Mapping[Platform, ChatAdapter]) -> None:
+        self._app = app
+        self._adapters = adapters
+        self._background: set[asyncio.Future[Any]] = set()
+
+    async def __call__(
+        self,
+        event: InboundMessage | ButtonPress,
+        *,
+        deadline: float | None = None,
+        refuse: Refuse | None = None,
+    ) -> Accepted | None:
+        runtime = self._app[RUNTIME]
+        if isinstance(event, ButtonPress):
+            await asyncio.wait({self.run(self._press(runtime, event, refuse))}, timeout=deadline)
+            return None
+        # A reply in a thread is answered only where the agent already talks.
+        if (
+            event.raw.get("addressed") is False
+            and await runtime.store.conversation_id_for(event.conversation) is None
+        ):
+            return None
+        return await self._accept(runtime, event, deadline)
+
+    async def _accept(
+        self, runtime: Runtime, event: InboundMessage, deadline: float | None
+    ) -> Accepted | None:
+        """Return once the event is stored (with what the ledger said), or None when the
+        deadline passed first; raise when storing it failed (the database is down), so the
+        platform delivers it again later. A command's answer, which may wait on a 429,
+        finishes in the background."""
+        stored: asyncio.Future[Accepted] = asyncio.get_running_loop().create_future()
+
+        def done(accepted: Accepted) -> None:
+            if not stored.done():
+                stored.set_result(accepted)
+
+        work = self.run(runtime.dispatcher.accept(event, stored=done))
+        try:
+            await asyncio.wait(
+                {work, stored}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if not stored.done():
+                stored.cancel()
+        if work.done():
+            result: Accepted = work.result()
+            return result
+        return stored.result() if stored.done() and not stored.cancelled() else None
+
+    async def _press(self, runtime: Runtime, press: ButtonPress, refuse: Refuse | None) -> None:
+        """Decide an approval, or change a schedule and redraw its listing in place; a
+        person who may not do that is told through ``refuse`` (shown to them alone)."""
+
+        async def tell(text: str) -> None:
+            if refuse is not None:
+                await refuse(text)
+
+        if press.approval_id:
+            decision = _DECISIONS.get(press.action)
+            if decision is None:
+                return
+            try:
+                await runtime.dispatcher.decide(
+                    press.approval_id,
+                    decision=decision,
+                    user=press.user,
+                    team=press.user_team,
+                )
+            except ApprovalError as exc:
+                await tell(refusal(exc))
+            except Exception:
+                log.exception("deciding a button press failed", approval_id=press.approval_id)
+            return
+        action = _SCHEDULE_ACTIONS.get(press.action)
+        conversation_id = await runtime.store.conversation_id_for(press.conversation)
+        if conversation_id is None or not press.value or action is None:
+            return
+        try:
+            await runtime.dispatcher.change_schedule(
+                press.value,
+                action,
+                user=press.user,
+                conversation_id=conversation_id,
+            )
+        except ScheduleActionError as exc:
+            await tell(f"{exc}.")
+            return
+        if press.message is not None:
+            text, payload = await runtime.commands.jobs_listing(conversation_id)
+            await self._adapters[press.platform].sender.edit(
+                Edit(
+                    message=press.message,
+                    text=text,
+                    payload=payload,
+                    idempotency_key=f"{press.platform_event_id}:listing",
+                )
+            )
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+        """Run ``coroutine`` to its end even when the request that started it is over."""
+        work = asyncio.ensure_future(coroutine)
+        self._background.add(work)
+        work.add_done_callback(self._finished)
+        return work
+
+    async def drain(self) -> None:
+        """Wait for what is still running in the background."""
+        if self._background:
+            await asyncio.wait(set(self._background))
+
+    def _finished(self, work: asyncio.Future[Any]) -> None:
+        self._background.discard(work)
+        if not work.cancelled() and work.exception() is not None:
+            log.error("handling a message failed", exc_info=work.exception())
+
+
+def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
+    """What the gateway lends its adapters (resolved when called: the runtime exists
+    once the app has started)."""
+
+    def lock(name: str) -> Holder:
+        runtime = app[RUNTIME]
+        return Holder(runtime.store, name, owner=runtime.owner, ttl=runtime.settings.lease_seconds)
+
+    async def set_aside(
+        platform: Platform, event_id: str, raw: Mapping[str, Any], error: str
+    ) -> bool:
+        runtime = app[RUNTIME]
+        try:
+            await runtime.store.dead_letter(
+                platform=platform, event_id=event_id, raw=dict(raw), error=error
+            )
+        except Exception:
+            log.exception("could not set an event aside", platform=platform, event_id=event_id)
+            return False
+        runtime.metrics.dead_letters.labels(platform).inc()
+        log.error("%s update set aside as dead", platform, event_id=event_id, error=error)
+        return True
+
+    async def database_up() -> bool:
+        try:
+            await app[RUNTIME].store.database.ping()
+        except Exception:
+            return False
+        return True
+
+    def rejected(platform: Platform) -> None:
+        app[RUNTIME].dispatcher.reject(platform)
+
+    return GatewayHooks(
+        lock=lock, set_aside=set_aside, database_up=database_up, rejected=rejected, faults=faults
+    )
+
+
+class Platforms:
+    """The gateway's adapters: mounted when the app is built, entered and run while it
+    serves, stopped when it shuts down."""
+
+    def __init__(self, app: web.Application, adapters: Mapping[Platform, ChatAdapter]) -> None:
+        self.adapters = dict(adapters)
+        self.sink = Sink(app, self.adapters)
+        self._running: list[asyncio.Task[None]] = []
+        for adapter in self.adapters.values():
+            adapter.mount(app.router, self.sink)
+            add_platform_check(app, adapter.ready)
+        taken = {r.canonical for r in app.router.resources()}
+        for path, message in UNCONFIGURED_ROUTES.items():
+            if path not in taken:
+                app.router.add_post(path, _not_configured(message))
+
+    async def open(self, stack: contextlib.AsyncExitStack) -> None:
+        """Open every adapter (its sender's connections) until ``stack`` closes."""
+        for adapter in self.adapters.values():
+            await stack.enter_async_context(adapter)
+
+    def start(self, stopping: asyncio.Event) -> None:
+        """Receive: each adapter's long-lived connection, as a task."""
+        for platform, adapter in self.adapters.items():
+            self._running.append(
+                asyncio.create_task(
+                    _receive(adapter, self.sink, stopping), name=f"adapter:{platform}"
+                )
+            )
+
+    async def stop(self) -> None:
+        """Stop receiving (what was fetched and not stored is fetched again next time),
+        then let what is being handled finish."""
+        for task in self._running:
+            task.cancel()
+        for task in self._running:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._running.clear()
+        await self.sink.drain()
+
+
+async def _receive(adapter: ChatAdapter, sink: Sink, stopping: asyncio.Event) -> None:
+    try:
+        await adapter.run(sink, stopping)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("an adapter stopped receiving", platform=adapter.platform)
+
+
+def _not_configured(message: str) -> Any:
+    async def handler(request: web.Request) -> web.Response:
+        return json_error(404, message)
+
+    return handler
