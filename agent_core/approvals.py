@@ -16,7 +16,7 @@ from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
 from agent_core.events import Edit, MessageRef, Reply
 from agent_core.records import ApprovalDecision, ApprovalRecord, ApprovalStatus
-from agent_core.storage.store import Store
+from agent_core.stores import ApprovalStore
 
 log = structlog.get_logger("chatgate.approvals")
 
@@ -38,7 +38,7 @@ class Approvals:
 
     def __init__(
         self,
-        store: Store,
+        store: ApprovalStore,
         outbound: Outbound,
         *,
         admins: Collection[str],

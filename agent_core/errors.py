@@ -99,3 +99,12 @@ class ScheduleNotFound(ScheduleActionError):
 
 class NotAllowedToChange(ScheduleActionError):
     """Only the schedule's creator or an admin may change it."""
+
+
+class PairingRefused(Exception):
+    """The code cannot be approved: ``reason`` is unknown, expired or already approved."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(code, reason)
+        self.code = code
+        self.reason = reason

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Literal, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 import structlog
 from pydantic import JsonValue
@@ -21,7 +21,7 @@ from agent_core.delivery import Outbound
 from agent_core.events import ConversationKey, InboundMessage, Reply, utcnow
 from agent_core.ratelimit import Limiter
 from agent_core.records import Accepted
-from agent_core.storage.store import Store
+from agent_core.stores import AccessStore, Ledger
 
 log = structlog.get_logger("chatgate.access")
 
@@ -29,12 +29,16 @@ Admission: TypeAlias = Literal["allow", "pair", "refuse", "limited"]
 _REFUSAL_EVERY = 3600.0
 
 
+class GateStore(Ledger, AccessStore, Protocol):
+    """What this module asks of the storage."""
+
+
 class Gatekeeper:
     """Decides whether a message may open a turn, and answers those that may not."""
 
     def __init__(
         self,
-        store: Store,
+        store: GateStore,
         outbound: Outbound,
         *,
         policy: AccessPolicy,

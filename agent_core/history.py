@@ -18,7 +18,7 @@ from agent_core.context import Assembly, assemble, rough_tokens, summary_prompt
 from agent_core.errors import ModelError
 from agent_core.model import ChatMessage, Model
 from agent_core.records import MessageRecord, TurnRecord
-from agent_core.storage.store import Store
+from agent_core.stores import Journal
 
 log = structlog.get_logger("chatgate.history")
 
@@ -53,7 +53,7 @@ class Prompter:
 
     def __init__(
         self,
-        store: Store,
+        store: Journal,
         *,
         model: Model,
         summarizer: Model | None,

@@ -32,7 +32,7 @@ from agent_core.loop import TurnRunner, heartbeat
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.records import JobRecord, TurnRecord, TurnStatus
 from agent_core.revocation import JOB_REFUSED, NO_ACCESS, deliver_note
-from agent_core.storage.store import Store
+from agent_core.stores import JobStore, Journal
 
 log = structlog.get_logger("chatgate.jobs")
 
@@ -40,6 +40,10 @@ PAUSED_NOTE = (
     "I paused schedule {id} after {failures} failed runs in a row. Fix what it needs and "
     "resume it with /jobs."
 )
+
+
+class JobRunnerStore(JobStore, Journal, Protocol):
+    """What this module asks of the storage."""
 
 
 class JobQueue(Protocol):
@@ -73,7 +77,7 @@ class JobRunner:
 
     def __init__(
         self,
-        store: Store,
+        store: JobRunnerStore,
         runner: TurnRunner,
         outbound: Outbound,
         *,

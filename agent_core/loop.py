@@ -44,7 +44,7 @@ from agent_core.model import ChatMessage, Model
 from agent_core.permissions import Permissions
 from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.secrets import Secrets
-from agent_core.storage.store import Store
+from agent_core.stores import ApprovalStore, Journal, UsageStore
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
@@ -65,6 +65,10 @@ NO_MODEL_REPLY = (
     "name (for example openai/gpt-4o-mini), and CHATGATE_MODEL_API_BASE / "
     "CHATGATE_MODEL_API_KEY for an OpenAI-compatible server, then restart chatgate."
 )
+
+
+class TurnStore(Journal, UsageStore, ApprovalStore, Protocol):
+    """What the turn runner asks of the storage (approvals: for its default tool round)."""
 
 
 class TurnObserver(Protocol):
@@ -88,7 +92,7 @@ class TurnRunner:
 
     def __init__(
         self,
-        store: Store,
+        store: TurnStore,
         *,
         model: Model | None,
         outbound: Outbound,

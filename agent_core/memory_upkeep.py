@@ -19,14 +19,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from agent_core.journaled import Spend
 from agent_core.model import ChatMessage, Model, ModelReply
 from agent_core.records import JobRecord, MemoryRecord
-from agent_core.storage.store import Store
+from agent_core.stores import Journal, MemoryStore
 
 log = structlog.get_logger("chatgate.memory")
 
@@ -55,6 +55,10 @@ EXTRACT_MAX_TOKENS = 400
 REVIEW_MAX_TOKENS = 100
 REVIEW_BATCH = 200
 CANDIDATES = 8
+
+
+class UpkeepStore(MemoryStore, Journal, Protocol):
+    """What this module asks of the storage."""
 
 
 def _json_object(reply: ModelReply) -> dict[str, Any] | None:
@@ -112,7 +116,7 @@ def _spend(reply: ModelReply) -> Spend:
 class MemoryUpkeep:
     """Runs ``extract`` and ``maintain`` jobs."""
 
-    def __init__(self, store: Store, model: Model | None) -> None:
+    def __init__(self, store: UpkeepStore, model: Model | None) -> None:
         self._store = store
         self._model = model
 

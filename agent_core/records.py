@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, TypeAlias
@@ -23,6 +24,7 @@ ScheduleStatus: TypeAlias = Literal["active", "paused", "done", "deleted"]
 MissedPolicy: TypeAlias = Literal["skip", "run_once", "catch_up"]
 JobStatus: TypeAlias = Literal["queued", "running", "waiting", "done", "failed"]
 JobKind: TypeAlias = Literal["turn", "extract", "maintain"]
+PairingOutcome: TypeAlias = Literal["new", "pending", "throttled"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,3 +310,7 @@ class OwnedWork:
     user: str
     conversation_id: str
     conversation: ConversationKey
+
+
+Planner: TypeAlias = Callable[[DueSchedule], tuple[list[datetime], datetime | None]]
+"""A due schedule's slots to fire now, and its next fire time (None: it is done)."""

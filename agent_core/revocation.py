@@ -18,6 +18,7 @@ gateways sweeping at once act once.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol
 
 import structlog
 
@@ -26,9 +27,13 @@ from agent_core.approvals import Approvals
 from agent_core.delivery import Outbound
 from agent_core.events import ConversationKey, Reply
 from agent_core.records import ApprovalRecord, OwnedWork
-from agent_core.storage.store import Store
+from agent_core.stores import AccessStore, JobStore
 
 log = structlog.get_logger("chatgate.access")
+
+
+class RevocationStore(AccessStore, JobStore, Protocol):
+    """What this module asks of the storage."""
 
 
 SCHEDULE_PAUSED = (
@@ -49,7 +54,7 @@ class Revocations:
     """Cancels and pauses what acts for people who lost access."""
 
     def __init__(
-        self, store: Store, outbound: Outbound, *, approvals: Approvals, may_talk: MayTalk
+        self, store: RevocationStore, outbound: Outbound, *, approvals: Approvals, may_talk: MayTalk
     ) -> None:
         self._store = store
         self._outbound = outbound
@@ -99,7 +104,13 @@ class Revocations:
 
 
 async def deliver_note(
-    store: Store, outbound: Outbound, where: ConversationKey, note_id: int, text: str, *, key: str
+    store: JobStore,
+    outbound: Outbound,
+    where: ConversationKey,
+    note_id: int,
+    text: str,
+    *,
+    key: str,
 ) -> None:
     """Send a stored system note and record its receipt (a failure is logged: the note
     stays in the history)."""

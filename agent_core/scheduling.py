@@ -14,7 +14,7 @@ from agent_core.errors import NotAllowedToChange, ScheduleNotFound
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, MissedPolicy, NewSchedule, ScheduleRecord
 from agent_core.schedules import Recurrence, ScheduleError, due_slots, min_gap, parse_recurrence
-from agent_core.storage.store import Store
+from agent_core.stores import ScheduleStore
 
 ScheduleAction: TypeAlias = Literal["pause", "resume", "delete"]
 
@@ -34,7 +34,7 @@ class Schedules:
     """Create, list and change schedules; plan what a due one fires."""
 
     def __init__(
-        self, store: Store, *, limits: ScheduleLimits, admins: Collection[str] = ()
+        self, store: ScheduleStore, *, limits: ScheduleLimits, admins: Collection[str] = ()
     ) -> None:
         self._store = store
         self.limits = limits

@@ -37,12 +37,16 @@ from agent_core.model import ToolCallRequest
 from agent_core.permissions import PermissionContext, Permissions, ToolCall
 from agent_core.records import ApprovalRecord, ApprovalRequest, TurnRecord
 from agent_core.secrets import Secrets
-from agent_core.storage.store import Store
+from agent_core.stores import ApprovalStore, Journal
 from agent_core.tools.base import InvalidArguments, Tool, ToolContext, ToolOutcome, TurnContext
 
 log = structlog.get_logger("chatgate.tools")
 
 Verdict = Literal["run", "denied", "expired", "skipped", "waiting", "too_long"]
+
+
+class ToolRoundStore(Journal, ApprovalStore, Protocol):
+    """What this module asks of the storage."""
 
 
 class ToolObserver(Protocol):
@@ -68,7 +72,7 @@ class ToolRound:
 
     def __init__(
         self,
-        store: Store,
+        store: ToolRoundStore,
         *,
         outbound: Outbound,
         permissions: Permissions,

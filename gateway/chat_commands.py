@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from pydantic import JsonValue
 
@@ -17,7 +18,11 @@ from agent_core.gatekeeper import Gatekeeper
 from agent_core.journaled import JobsListing, RunItem, ScheduleItem
 from agent_core.records import Accepted, RunRecord, ScheduleRecord
 from agent_core.scheduling import Schedules
-from agent_core.storage.store import Store
+from agent_core.stores import JobStore, Ledger, UsageStore
+
+
+class CommandStore(Ledger, JobStore, UsageStore, Protocol):
+    """What this module asks of the storage."""
 
 
 class ChatCommands:
@@ -25,7 +30,7 @@ class ChatCommands:
 
     def __init__(
         self,
-        store: Store,
+        store: CommandStore,
         *,
         gate: Gatekeeper,
         schedules: Schedules,

@@ -216,7 +216,7 @@ def pairing_list() -> None:
 @pairing.command("approve")
 def pairing_approve(code: str) -> None:
     """Let the stranger who got CODE talk to the agent."""
-    from agent_core.storage.access import PairingRefused
+    from agent_core.errors import PairingRefused
 
     try:
         request = _with_store(lambda store: store.approve_pairing(code, actor=_actor()))

@@ -27,7 +27,7 @@ from agent_core.records import (
 )
 from agent_core.revocation import Revocations
 from agent_core.scheduling import ScheduleAction, Schedules
-from agent_core.storage.store import Store
+from agent_core.stores import Ledger
 from gateway.chat_commands import ChatCommands
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
@@ -40,7 +40,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        store: Store,
+        store: Ledger,
         supervisor: Supervisor,
         *,
         approvals: Approvals,

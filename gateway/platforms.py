@@ -189,7 +189,7 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
 
     async def database_up() -> bool:
         try:
-            await app[RUNTIME].store.database.ping()
+            await app[RUNTIME].store.ping()
         except Exception:
             return False
         return True

@@ -72,7 +72,7 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"ready": False, "reason": "draining"}, status=503)
     try:
         async with asyncio.timeout(2):
-            await runtime.store.database.ping()
+            await runtime.store.ping()
     except (TimeoutError, StorageError) as exc:
         # Named, not described: the driver's message can carry a host, a user or worse.
         # The log has it.

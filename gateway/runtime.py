@@ -11,7 +11,7 @@ from adapters.web.send import WebHub
 from agent_core.loop import TurnRunner
 from agent_core.scheduling import Schedules
 from agent_core.settings import Settings
-from agent_core.storage.store import Store
+from agent_core.stores import Storage
 from gateway.chat_commands import ChatCommands
 from gateway.dispatch import Dispatcher
 from gateway.metrics import Metrics
@@ -24,7 +24,7 @@ class Runtime:
 
     settings: Settings
     owner: str
-    store: Store
+    store: Storage
     metrics: Metrics
     hub: WebHub
     runner: TurnRunner

@@ -14,7 +14,7 @@ import structlog
 
 from agent_core.errors import LeaseLost
 from agent_core.loop import heartbeat
-from agent_core.storage.store import Store
+from agent_core.stores import LockStore
 
 log = structlog.get_logger("chatgate.singleton")
 
@@ -22,7 +22,7 @@ log = structlog.get_logger("chatgate.singleton")
 class Holder:
     """Runs ``run()`` only while this process holds the lock ``name``."""
 
-    def __init__(self, store: Store, name: str, *, owner: str, ttl: float) -> None:
+    def __init__(self, store: LockStore, name: str, *, owner: str, ttl: float) -> None:
         self._store = store
         self.name = name
         self._owner = owner

@@ -19,7 +19,7 @@ from celery import Celery
 
 from agent_core.events import utcnow
 from agent_core.settings import Settings
-from agent_core.storage.store import Store
+from agent_core.stores import JobStore
 
 log = structlog.get_logger("chatgate.celery")
 
@@ -75,7 +75,7 @@ class CeleryJobQueue:
     """Hands job ids to the broker and records that it did (the ticker re-sends any
     that never got there)."""
 
-    def __init__(self, app: Celery, store: Store) -> None:
+    def __init__(self, app: Celery, store: JobStore) -> None:
         self._app = app
         self._store = store
         # kombu's producer is not for concurrent use: one publishing thread.

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -27,13 +28,17 @@ from agent_core.events import utcnow
 from agent_core.fire_times import cron_descending
 from agent_core.jobs import JobQueue
 from agent_core.scheduling import Schedules
-from agent_core.storage.store import Store
+from agent_core.stores import JobStore, ScheduleStore
 
 log = structlog.get_logger("chatgate.ticker")
 
 BATCH = 500
 STRANDED_AFTER = timedelta(seconds=30)
 _UTC = ZoneInfo("UTC")
+
+
+class TickerStore(ScheduleStore, JobStore, Protocol):
+    """What this module asks of the storage."""
 
 
 def latest_slot(cron: str, now: datetime) -> datetime:
@@ -56,7 +61,7 @@ class ScheduleTicker:
 
     def __init__(
         self,
-        store: Store,
+        store: TickerStore,
         schedules: Schedules,
         queue: JobQueue,
         *,

@@ -4,25 +4,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection, Row
 
+from agent_core.errors import PairingRefused
 from agent_core.events import utcnow
-from agent_core.records import PairedUser, PairingRequest
+from agent_core.records import PairedUser, PairingOutcome, PairingRequest
 from agent_core.storage.schema import access_events, paired_users, pairing_requests
-
-PairingOutcome = Literal["new", "pending", "throttled"]
-
-
-class PairingRefused(Exception):
-    """The code cannot be approved: ``reason`` is unknown, expired or already approved."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(code, reason)
-        self.code = code
-        self.reason = reason
 
 
 def is_paired(conn: Connection, user: str) -> bool:

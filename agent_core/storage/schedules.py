@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,11 +20,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import utcnow
-from agent_core.records import DueSchedule, NewSchedule, ScheduleRecord, ScheduleStatus
+from agent_core.records import DueSchedule, NewSchedule, Planner, ScheduleRecord, ScheduleStatus
 from agent_core.schedules import ScheduleError
 from agent_core.storage.schema import conversations, schedule_runs, schedule_targets, schedules
 
-Planner = Callable[[DueSchedule], tuple[list[datetime], datetime | None]]
 """Given a due schedule: the slots to fire now, and the next fire time (None: no more)."""
 
 _INSERT_RUN = {

@@ -33,7 +33,9 @@ from agent_core.records import (
     NewSchedule,
     OwnedWork,
     PairedUser,
+    PairingOutcome,
     PairingRequest,
+    Planner,
     Role,
     ScheduleRecord,
     ScheduleStatus,
@@ -62,6 +64,10 @@ class Store:
         self.database = database
 
     # -- ingress ---------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        """Raise ``StorageError`` when the database does not answer."""
+        await self.database.ping()
 
     async def accept_inbound(self, event: InboundMessage, *, open_turn: bool = True) -> Accepted:
         """Ledger the event, store the user's message and open a turn, all or nothing.
@@ -360,7 +366,7 @@ class Store:
         code: str,
         expires_at: datetime,
         max_pending: int,
-    ) -> tuple[access_sql.PairingOutcome, PairingRequest | None]:
+    ) -> tuple[PairingOutcome, PairingRequest | None]:
         """A new code for a stranger, the one still pending, or none (too many pending)."""
         return await self.database.write(
             access_sql.request_code,
@@ -494,7 +500,7 @@ class Store:
         )
 
     async def dispatch_due(
-        self, *, now: datetime, plan: schedule_sql.Planner, limit: int = 500
+        self, *, now: datetime, plan: Planner, limit: int = 500
     ) -> tuple[int, list[int]]:
         """Fire due schedule slots: (schedules claimed, new job ids)."""
         return await self.database.write(schedule_sql.dispatch_due, now=now, plan=plan, limit=limit)

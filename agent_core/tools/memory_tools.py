@@ -14,12 +14,12 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from agent_core.records import MemoryScope
-from agent_core.storage.store import Store
+from agent_core.stores import MemoryStore
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
 
 
 def memory_tools_factory(
-    store: Store, *, admins: Collection[str] = ()
+    store: MemoryStore, *, admins: Collection[str] = ()
 ) -> Callable[[TurnContext], list[Tool]]:
     """The factory of the three memory tools (built once). A person's facts are theirs
     alone, wherever they were made; a conversation's facts are shared there, and forgotten

@@ -24,11 +24,11 @@ from agent_core.errors import (
     ApprovalNotFound,
     NotAllowedToChange,
     NotAllowedToDecide,
+    PairingRefused,
     ScheduleNotFound,
 )
 from agent_core.journaled import item_json
 from agent_core.records import ConversationRecord
-from agent_core.storage.access import PairingRefused
 from gateway.dispatch import refusal
 from gateway.routes import Handler, read_json
 from gateway.runtime import RUNTIME

@@ -16,14 +16,13 @@ import pytest
 from adapters.web.send import WebHub
 from agent_core.access import AccessPolicy
 from agent_core.approvals import Approvals
-from agent_core.errors import NotAllowedToDecide
+from agent_core.errors import NotAllowedToDecide, PairingRefused
 from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.loop import TurnRunner
 from agent_core.ratelimit import Limiter, RateLimiter
 from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.settings import Settings
-from agent_core.storage.access import PairingRefused
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
