@@ -7,7 +7,7 @@
    seconds and peak memory of the serving process per message.
 4. The Slack bar (``bench/slack.py``): a mention answered end to end vs a hand-written
    slack-bolt + litellm handler, CPU and peak memory per mention.
-5. The queued path (``bench/queued.py``): schedule ticker time with 100,000 schedules vs
+5. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
    1,000, and chat reply latency with 2,000 background jobs queued vs none.
 6. Context assembly (``bench/context.py``): packing a 5,000-message history into the
    window vs reading it from the database.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from bench.context import bench_context
 from bench.measure import cpu_and_peak
-from bench.queued import bench_isolation, bench_ticker
+from bench.queued import bench_dispatcher, bench_isolation
 from bench.sandbox import bench_sandbox
 from bench.scale import bench_scale
 from bench.slack import bench_slack
@@ -210,7 +210,7 @@ def main() -> None:
     bench_ready()
     bench_turns()
     bench_slack()
-    bench_ticker(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
+    bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()
     bench_context()
     bench_scale(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))

@@ -29,7 +29,7 @@ from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue
 from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 DUE = 100
 TICKS = 7
@@ -90,7 +90,7 @@ async def _tick_seconds(url: str, total: int) -> float:
                 )
             )
         due_ids = [row["id"] for row in rows[:: total // DUE]][:DUE]
-        ticker = ScheduleTicker(
+        dispatcher = ScheduleDispatcher(
             store, Schedules(store, limits=ScheduleLimits()), RecordingJobQueue()
         )
         samples = []
@@ -102,7 +102,7 @@ async def _tick_seconds(url: str, total: int) -> float:
                     update(schedules).where(schedules.c.id.in_(due_ids)).values(next_run_at=at)
                 )
             )
-            tick = await ticker.tick(tick_at)
+            tick = await dispatcher.tick(tick_at)
             assert tick.jobs == DUE, tick
             samples.append(tick.seconds)
         return statistics.median(samples)
@@ -110,9 +110,9 @@ async def _tick_seconds(url: str, total: int) -> float:
         await database.dispose()
 
 
-def bench_ticker(postgres_url: str | None = None) -> None:
+def bench_dispatcher(postgres_url: str | None = None) -> None:
     """Tick time with 100k vs 1k active schedules (SQLite, and PostgreSQL when given)."""
-    # The ticker runs in this process: keep its per-tick log lines out of the report.
+    # The dispatcher runs in this process: keep its per-tick log lines out of the report.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     backends: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as workdir:
@@ -126,7 +126,7 @@ def bench_ticker(postgres_url: str | None = None) -> None:
             small = asyncio.run(_fresh_pg(postgres_url, 1_000))
             large = asyncio.run(_fresh_pg(postgres_url, 100_000))
         except (OSError, SQLAlchemyError) as exc:
-            print(f"ticker tick         postgresql skipped: {str(exc).splitlines()[0]}")
+            print(f"dispatcher tick     postgresql skipped: {str(exc).splitlines()[0]}")
         else:
             _report("postgresql", small, large)
 
@@ -135,7 +135,7 @@ def _report(backend: str, small: float, large: float) -> None:
     ratio = large / small
     verdict = "ok" if ratio < 2 else "OVER 2x"
     print(
-        f"ticker tick         {backend:10} {DUE} due of 1,000: {small * 1000:6.1f} ms"
+        f"dispatcher tick     {backend:10} {DUE} due of 1,000: {small * 1000:6.1f} ms"
         f"   of 100,000: {large * 1000:6.1f} ms   ratio {ratio:4.2f}x   [{verdict}]"
     )
 

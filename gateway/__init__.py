@@ -1,1 +1,2 @@
-"""The gateway process: the aiohttp app and its wiring, dispatcher, supervisor, web chat, CLI."""
+"""The gateway process: the aiohttp app and its wiring, inbound routing, supervisor, web
+chat, CLI."""

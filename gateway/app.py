@@ -30,14 +30,15 @@ from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
 from gateway import routes
-from gateway.chat_commands import ChatCommands
 from gateway.children import Child
-from gateway.dispatch import Dispatcher, submit_or_later
+from gateway.commands import ChatCommands
+from gateway.inbound import Inbound, submit_or_later
 from gateway.metrics import Metrics
 from gateway.platforms import Platforms, gateway_hooks
 from gateway.runtime import RUNTIME, Runtime
 from gateway.supervisor import Supervisor
 from gateway.web import api
+from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
 from workers.runtime import (
     access_policy,
@@ -49,7 +50,6 @@ from workers.runtime import (
     prepare_sandbox,
     process_owner,
 )
-from workers.ticker import ScheduleTicker
 
 log = structlog.get_logger("chatgate.gateway")
 
@@ -89,8 +89,8 @@ async def _sweep(runtime: Runtime, interval: float) -> None:
     recovery. Safe on every process at once: leases and compare-and-set decide."""
     while not runtime.stopping.is_set():
         try:
-            await runtime.dispatcher.expire_approvals()
-            await runtime.dispatcher.enforce_access()
+            await runtime.inbound.expire_approvals()
+            await runtime.inbound.enforce_access()
             found = await runtime.store.conversations_needing_work()
             if found:
                 log.debug("sweep found work", conversations=len(found))
@@ -211,7 +211,7 @@ def build_app(
                 runner=core.runner,
                 supervisor=supervisor,
                 schedules=core.schedules,
-                dispatcher=Dispatcher(
+                inbound=Inbound(
                     store,
                     supervisor,
                     approvals=approvals,
@@ -235,7 +235,7 @@ def build_app(
             )
             background: list[asyncio.Task[None]] = []
             if local is not None:
-                ticker = ScheduleTicker(
+                ticker = ScheduleDispatcher(
                     store, core.schedules, local, maintenance=maintenance_cron(settings)
                 )
                 background += [
@@ -244,7 +244,7 @@ def build_app(
                         tick_forever(
                             ticker, every=settings.schedule_tick_seconds, stopping=runtime.stopping
                         ),
-                        name="ticker",
+                        name="dispatcher",
                     ),
                 ]
                 runner_wake = local.wake

@@ -59,7 +59,7 @@ def _serve(*, with_workers: bool) -> None:
 
 @app.command()
 def run() -> None:
-    """Everything on one machine: gateway, web chat, job runner and schedule ticker.
+    """Everything on one machine: gateway, web chat, job runner and schedule dispatcher.
 
     SQLite and no Redis by default; with CHATGATE_REDIS_URL also a Celery worker and beat
     as child processes."""
@@ -119,7 +119,7 @@ def worker(
 
 @app.command()
 def beat() -> None:
-    """The Celery beat role: ticks the schedule ticker (needs CHATGATE_REDIS_URL).
+    """The Celery beat role: ticks the schedule dispatcher (needs CHATGATE_REDIS_URL).
 
     Safe to run twice for redundancy: each slot fires once."""
     settings = _settings()

@@ -1,6 +1,6 @@
 """Any chat adapter, connected to the gateway: its routes mounted, its connection run while
 the gateway serves, its readiness in ``/readyz``, and every message and button press it
-receives handed to the dispatcher through one :class:`Sink`.
+receives handed to inbound routing through one :class:`Sink`.
 
 The gateway knows platforms only through ``adapters.base``; nothing here imports an SDK.
 """
@@ -23,12 +23,12 @@ from agent_core.events import ButtonAction, ButtonPress, Edit, InboundMessage, P
 from agent_core.faults import FaultPoints
 from agent_core.records import Accepted, ApprovalDecision
 from agent_core.scheduling import ScheduleAction
-from gateway.dispatch import refusal
+from gateway.inbound import refusal
 from gateway.routes import add_platform_check
 from gateway.runtime import RUNTIME, Runtime
 from gateway.singleton import Holder
 
-log = structlog.get_logger("chatgate.inbound")
+log = structlog.get_logger("chatgate.platforms")
 
 # What each button does, by the kind of thing it is on.
 _DECISIONS: dict[ButtonAction, ApprovalDecision] = {
@@ -84,7 +84,7 @@ class Sink:
             if not stored.done():
                 stored.set_result(accepted)
 
-        work = self.run(runtime.dispatcher.accept(event, stored=done))
+        work = self.run(runtime.inbound.accept(event, stored=done))
         try:
             await asyncio.wait(
                 {work, stored}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED
@@ -110,7 +110,7 @@ class Sink:
             if decision is None:
                 return
             try:
-                await runtime.dispatcher.decide(
+                await runtime.inbound.decide(
                     press.approval_id,
                     decision=decision,
                     user=press.user,
@@ -126,7 +126,7 @@ class Sink:
         if conversation_id is None or not press.value or action is None:
             return
         try:
-            await runtime.dispatcher.change_schedule(
+            await runtime.inbound.change_schedule(
                 press.value,
                 action,
                 user=press.user,
@@ -195,7 +195,7 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         return True
 
     def rejected(platform: Platform) -> None:
-        app[RUNTIME].dispatcher.reject(platform)
+        app[RUNTIME].inbound.reject(platform)
 
     return GatewayHooks(
         lock=lock, set_aside=set_aside, database_up=database_up, rejected=rejected, faults=faults

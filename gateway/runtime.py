@@ -12,8 +12,8 @@ from agent_core.loop import TurnRunner
 from agent_core.scheduling import Schedules
 from agent_core.settings import Settings
 from agent_core.stores import Storage
-from gateway.chat_commands import ChatCommands
-from gateway.dispatch import Dispatcher
+from gateway.commands import ChatCommands
+from gateway.inbound import Inbound
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
 
@@ -30,7 +30,7 @@ class Runtime:
     runner: TurnRunner
     supervisor: Supervisor
     schedules: Schedules
-    dispatcher: Dispatcher
+    inbound: Inbound
     commands: ChatCommands
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 

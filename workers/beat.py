@@ -1,4 +1,4 @@
-"""``chatgate beat``: Celery beat whose tick is our schedule ticker.
+"""``chatgate beat``: Celery beat whose tick is our schedule dispatcher.
 
 The schedules are rows in our database, not beat entries: each tick claims the due slots
 (exactly once even with several beats running), creates their jobs and sends them to the
@@ -29,7 +29,7 @@ def configure(settings: Settings) -> None:
 
 
 class DispatchScheduler(Scheduler):  # type: ignore[misc]
-    """A beat scheduler that ticks ``ScheduleTicker`` every ``schedule_tick_seconds``."""
+    """A beat scheduler that ticks ``ScheduleDispatcher`` every ``schedule_tick_seconds``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._runtime: WorkerRuntime | None = None
@@ -43,22 +43,22 @@ class DispatchScheduler(Scheduler):  # type: ignore[misc]
         runtime.start()
         assert runtime.core is not None
         self._queue = CeleryJobQueue(self.app, runtime.core.store)
-        runtime.attach_ticker(self._queue)
+        runtime.attach_dispatcher(self._queue)
         self._runtime = runtime
         log.info("beat ready", owner=runtime.owner, every=_settings.schedule_tick_seconds)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        """One ticker pass; returns the seconds until the next."""
+        """One dispatcher pass; returns the seconds until the next."""
         assert _settings is not None
         assert self._runtime is not None
         every = _settings.schedule_tick_seconds
         started = time.monotonic()
-        ticker = self._runtime.ticker
-        assert ticker is not None
+        dispatcher = self._runtime.dispatcher
+        assert dispatcher is not None
         try:
-            self._runtime.call(ticker.tick(), timeout=max(60.0, every * 10))
+            self._runtime.call(dispatcher.tick(), timeout=max(60.0, every * 10))
         except Exception:
-            log.exception("ticker tick failed")
+            log.exception("dispatcher tick failed")
         return max(every - (time.monotonic() - started), 0.05)
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ Every task is journaled and idempotent, so a task whose worker dies is redeliver
 (``acks_late`` + ``reject_on_worker_lost``), and the time limit stays below the broker's
 visibility timeout so a slow task is never handed to a second worker while it runs. Results
 are ignored: the state is in our database. No task waits in the broker with a countdown:
-retries and future runs are rows the ticker sends when they are due.
+retries and future runs are rows the dispatcher sends when they are due.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def make_celery(settings: Settings) -> Celery:
 
 
 class CeleryJobQueue:
-    """Hands job ids to the broker and records that it did (the ticker re-sends any
+    """Hands job ids to the broker and records that it did (the dispatcher re-sends any
     that never got there)."""
 
     def __init__(self, app: Celery, store: JobStore) -> None:
@@ -88,7 +88,7 @@ class CeleryJobQueue:
                 args=[job_id],
                 task_id=f"job-{job_id}",
                 queue=QUEUE,
-                # Fail fast when Redis is down: the ticker re-sends unsent jobs.
+                # Fail fast when Redis is down: the dispatcher re-sends unsent jobs.
                 retry=True,
                 retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
             )

@@ -1,7 +1,7 @@
 """The embedded profile's job runner: an asyncio loop over the job table, no broker.
 
 It claims due jobs (and jobs whose runner died: their lease expired) and runs up to
-``concurrency`` of them at once, and ticks the schedule ticker. Interactive turns come
+``concurrency`` of them at once, and ticks the schedule dispatcher. Interactive turns come
 first: while the gateway has conversation lanes running, it takes no new job (the ones it
 is running go on), so a queue of thousands of background jobs does not slow a chat down.
 Several processes may run it over one database: every claim is a compare-and-set.
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from agent_core.jobs import JobRunner
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 log = structlog.get_logger("chatgate.runner")
 
@@ -135,13 +135,15 @@ class LocalRunner:
         return len(pending)
 
 
-async def tick_forever(ticker: ScheduleTicker, *, every: float, stopping: asyncio.Event) -> None:
-    """Tick the ticker every ``every`` seconds until stopped."""
+async def tick_forever(
+    dispatcher: ScheduleDispatcher, *, every: float, stopping: asyncio.Event
+) -> None:
+    """Tick the dispatcher every ``every`` seconds until stopped."""
     while not stopping.is_set():
         try:
-            await ticker.tick()
+            await dispatcher.tick()
         except Exception:
-            log.exception("ticker tick failed")
+            log.exception("dispatcher tick failed")
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(every):
                 await stopping.wait()

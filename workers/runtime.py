@@ -49,7 +49,7 @@ from agent_core.tools.memory_tools import memory_tools_factory
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.run_command import run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 if TYPE_CHECKING:
     from workers.celery_app import CeleryJobQueue
@@ -366,7 +366,7 @@ class WorkerRuntime:
         self._database: Database | None = None
         self._adapters = contextlib.AsyncExitStack()
         self.core: Core | None = None
-        self.ticker: ScheduleTicker | None = None
+        self.dispatcher: ScheduleDispatcher | None = None
 
     def start(self) -> None:
         """Start the loop and open the database (migrating it); with ``warm``, also build
@@ -402,10 +402,10 @@ class WorkerRuntime:
                     except Exception:  # the first call tries again, and reports it
                         log.exception("building the model client failed", model=model.name)
 
-    def attach_ticker(self, queue: CeleryJobQueue) -> None:
-        """Let this process tick the schedule ticker, submitting to ``queue``."""
+    def attach_dispatcher(self, queue: CeleryJobQueue) -> None:
+        """Let this process tick the schedule dispatcher, submitting to ``queue``."""
         assert self.core is not None
-        self.ticker = ScheduleTicker(
+        self.dispatcher = ScheduleDispatcher(
             self.core.store,
             self.core.schedules,
             queue,

@@ -29,7 +29,7 @@ from agent_core.errors import (
 )
 from agent_core.journaled import item_json
 from agent_core.records import ConversationRecord
-from gateway.dispatch import refusal
+from gateway.inbound import refusal
 from gateway.routes import Handler, read_json
 from gateway.runtime import RUNTIME
 
@@ -144,9 +144,9 @@ async def post_message(request: web.Request) -> web.Response:
     try:
         event = parse_message(body)
     except BadRequest as exc:
-        runtime.dispatcher.reject("web")
+        runtime.inbound.reject("web")
         return json_error(400, str(exc))
-    accepted = await runtime.dispatcher.accept(event)
+    accepted = await runtime.inbound.accept(event)
     return web.json_response(
         {
             "conversation_id": accepted.conversation_id,
@@ -169,7 +169,7 @@ async def decide(request: web.Request) -> web.Response:
         return json_error(400, str(exc))
     approval_id = request.match_info["id"]
     try:
-        decided = await runtime.dispatcher.decide(approval_id, decision=decision, user=user)
+        decided = await runtime.inbound.decide(approval_id, decision=decision, user=user)
     except ApprovalNotFound:
         return json_error(404, "no such approval")
     except NotAllowedToDecide as exc:
@@ -195,7 +195,7 @@ async def change_schedule(request: web.Request) -> web.Response:
     if found is None or found.status == "deleted":
         return json_error(404, f"there is no schedule {schedule_id}")
     try:
-        changed = await runtime.dispatcher.change_schedule(
+        changed = await runtime.inbound.change_schedule(
             schedule_id, action, user=user, conversation_id=found.conversation_id
         )
     except NotAllowedToChange as exc:

@@ -1,6 +1,6 @@
-"""Who may talk to the agent, through the real dispatcher, store, gate and turn runner.
+"""Who may talk to the agent, through the real inbound routing, store, gate and turn runner.
 
-The platform adapters are not built yet, so these tests hand the dispatcher the events a
+The platform adapters are not built yet, so these tests hand inbound routing the events a
 Telegram, Slack or Discord adapter will produce.
 """
 
@@ -26,7 +26,8 @@ from agent_core.settings import Settings
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
-from gateway.dispatch import Dispatcher
+from gateway.commands import ChatCommands
+from gateway.inbound import Inbound
 from gateway.metrics import Metrics
 from gateway.shared_limits import shared_limiters
 from gateway.supervisor import Supervisor
@@ -67,15 +68,18 @@ class Harness:
             max_pending=3,
         )
         self.metrics = Metrics()
-        self.dispatcher = Dispatcher(
+        schedules = Schedules(self.store, limits=ScheduleLimits())
+        queue = RecordingJobQueue()
+        self.inbound = Inbound(
             self.store,
             self.supervisor,
             approvals=Approvals(self.store, self.outbound, admins=admins),
             gate=gate,
             metrics=self.metrics,
             hub=WebHub(),
-            schedules=Schedules(self.store, limits=ScheduleLimits()),
-            jobs=RecordingJobQueue(),
+            schedules=schedules,
+            jobs=queue,
+            commands=ChatCommands(self.store, gate=gate, schedules=schedules, submit=queue.submit),
         )
 
     async def say(
@@ -95,7 +99,7 @@ class Harness:
             text=text,
             platform_event_id=f"e{next(_ids)}",
         )
-        accepted = await self.dispatcher.accept(event)
+        accepted = await self.inbound.accept(event)
         while self.supervisor.active:
             await asyncio.sleep(0.01)
         return accepted

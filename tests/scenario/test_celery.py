@@ -23,7 +23,7 @@ from tests.scenario.test_schedules import _assistant, _journal, _wait_for
 from tests.scenario.test_tool_crashes import tool_call
 from tests.unit.test_dispatcher import _conversation, _schedules
 from workers.celery_app import QUEUE, CeleryJobQueue, make_celery
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ async def test_a_message_a_worker_took_and_never_started_is_sent_again(
     )
     app = make_celery(Settings(redis_url=redis_url))
     queue = CeleryJobQueue(app, store)
-    dispatcher = ScheduleTicker(
+    dispatcher = ScheduleDispatcher(
         store,
         schedules,
         queue,

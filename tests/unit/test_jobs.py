@@ -26,7 +26,7 @@ from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedMod
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import Tool, ToolContext, TurnContext
 from agent_core.tools.registry import ToolRegistry
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 POLICY = JobPolicy(lease_seconds=30, max_attempts=3, backoff_seconds=10, failure_limit=2)
 
@@ -128,7 +128,9 @@ async def test_a_failing_run_backs_off_then_fails_and_pauses_its_schedule(
     for run in range(2):
         # A tick an hour (then two) from now: the job is dated by the tick.
         now = datetime.now(UTC) + timedelta(hours=run + 1, minutes=1)
-        tick = await ScheduleTicker(harness.store, harness.schedules, RecordingJobQueue()).tick(now)
+        tick = await ScheduleDispatcher(harness.store, harness.schedules, RecordingJobQueue()).tick(
+            now
+        )
         assert tick.jobs == 1
         job_id = await harness.database.read(
             lambda conn: int(conn.execute(select(jobs.c.id).order_by(jobs.c.id.desc())).scalar())

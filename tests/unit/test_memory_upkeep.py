@@ -1,5 +1,5 @@
 """The nightly memory review through the job queue: one slot planned once however many
-tickers tick, repeats merged without the model, contradicted facts superseded by the
+dispatchers tick, repeats merged without the model, contradicted facts superseded by the
 model's word (the real litellm against the fake model), and nothing changed by an answer
 that is not the JSON asked for."""
 
@@ -26,16 +26,16 @@ from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue, RecordingOutbound
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.test_memory import _conversation
+from workers.dispatcher import ScheduleDispatcher, latest_slot
 from workers.runtime import build_model
-from workers.ticker import ScheduleTicker, latest_slot
 
 NIGHTLY = "0 3 * * *"
 ALICE = "web:alice"
 
 
-def _ticker(store: Store, queue: RecordingJobQueue) -> ScheduleTicker:
+def _dispatcher(store: Store, queue: RecordingJobQueue) -> ScheduleDispatcher:
     schedules = Schedules(store, limits=ScheduleLimits())
-    return ScheduleTicker(store, schedules, queue, maintenance=NIGHTLY)
+    return ScheduleDispatcher(store, schedules, queue, maintenance=NIGHTLY)
 
 
 def _job_runner(store: Store, server: FakeModelServer) -> JobRunner:
@@ -87,8 +87,8 @@ async def test_each_nightly_slot_queues_one_job_per_person_however_many_beats_ti
     other = Database(database_url)
     try:
         beats = [
-            (_ticker(store, RecordingJobQueue()), store),
-            (_ticker(Store(other), RecordingJobQueue()), Store(other)),
+            (_dispatcher(store, RecordingJobQueue()), store),
+            (_dispatcher(Store(other), RecordingJobQueue()), Store(other)),
         ]
         conversation = await _conversation(store, "one", ALICE)
         bobs = await _conversation(store, "two", "web:bob")
@@ -97,8 +97,8 @@ async def test_each_nightly_slot_queues_one_job_per_person_however_many_beats_ti
                 user=user, conversation_id=where, scope="user", fact="x", about=None, source="t"
             )
         first_boot = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-        for ticker, _ in beats:
-            assert (await ticker.tick(first_boot)).jobs == 0  # counting starts now
+        for dispatcher, _ in beats:
+            assert (await dispatcher.tick(first_boot)).jobs == 0  # counting starts now
         next_night = datetime(2026, 12, 1, 3, 0, 30, tzinfo=UTC)
         created = [(await d.tick(next_night)).jobs for d, _ in beats]
         assert sorted(created) == [0, 2]
@@ -146,9 +146,9 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
     )
     model_server.background = _obsolete_where("Berlin")
     queue = RecordingJobQueue()
-    ticker = _ticker(store, queue)
-    await ticker.tick(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
-    await ticker.tick(datetime(2026, 12, 1, 3, 1, tzinfo=UTC))
+    dispatcher = _dispatcher(store, queue)
+    await dispatcher.tick(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+    await dispatcher.tick(datetime(2026, 12, 1, 3, 1, tzinfo=UTC))
     [job_id] = queue.jobs
     job = await _job_runner(store, model_server).run(job_id, owner="worker-1")
     assert job is not None
@@ -172,7 +172,7 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
     assert all(tuple(row) == (ALICE, None) for row in spent)
 
     # Reviewed facts are not looked at again: the next night queues nothing for Alice.
-    await ticker.tick(datetime(2026, 12, 2, 3, 1, tzinfo=UTC))
+    await dispatcher.tick(datetime(2026, 12, 2, 3, 1, tzinfo=UTC))
     assert queue.jobs == [job_id]
     assert await _job_runner(store, model_server).run(None, owner="worker-1") is None
 

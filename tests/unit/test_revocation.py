@@ -26,7 +26,7 @@ from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedMod
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import Tool, ToolContext, TurnContext
 from agent_core.tools.registry import ToolRegistry
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 BOB = "telegram:42"
 
@@ -109,11 +109,11 @@ class World:
         return accepted.conversation_id  # the same for every call: the ledger dedupes
 
     async def fire(self) -> int:
-        """Tick the ticker an hour further on each time: the schedule's next run
+        """Tick the dispatcher an hour further on each time: the schedule's next run
         becomes a job, due now."""
         self.hours += 1
         now = datetime.now(UTC) + timedelta(hours=self.hours, minutes=1)
-        tick = await ScheduleTicker(self.store, self.schedules, RecordingJobQueue()).tick(now)
+        tick = await ScheduleDispatcher(self.store, self.schedules, RecordingJobQueue()).tick(now)
         assert tick.jobs == 1
         job_id: int = await self.database.read(
             lambda conn: int(conn.execute(select(jobs.c.id).order_by(jobs.c.id.desc())).scalar())

@@ -1,4 +1,4 @@
-"""The schedule ticker over a real database: each slot fires once, whoever ticks."""
+"""The schedule dispatcher over a real database: each slot fires once, whoever ticks."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, schedule_runs, turns
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue
-from workers.ticker import ScheduleTicker
+from workers.dispatcher import ScheduleDispatcher
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -46,7 +46,7 @@ async def _count(database: Database, table: object) -> int:
     )
 
 
-async def test_two_tickers_fire_each_of_100_due_slots_once(
+async def test_two_dispatchers_fire_each_of_100_due_slots_once(
     database: Database, database_url: str
 ) -> None:
     store = Store(database)
@@ -66,8 +66,8 @@ async def test_two_tickers_fire_each_of_100_due_slots_once(
     try:
         other_store = Store(other)
         first, second = RecordingJobQueue(), RecordingJobQueue()
-        a = ScheduleTicker(store, schedules, first, batch=7)
-        b = ScheduleTicker(other_store, _schedules(other_store), second, batch=7)
+        a = ScheduleDispatcher(store, schedules, first, batch=7)
+        b = ScheduleDispatcher(other_store, _schedules(other_store), second, batch=7)
         now = T0 + timedelta(seconds=1)
         ticks = await asyncio.gather(*(d.tick(now) for d in (a, b, a, b)))
     finally:
@@ -84,7 +84,7 @@ async def test_two_tickers_fire_each_of_100_due_slots_once(
     listed = await store.schedules_for(conversation_id)
     assert {s.next_run_at for s in listed} == {T0 + timedelta(hours=1)}
     # Ticking again at the same time fires nothing more.
-    again = await ScheduleTicker(store, schedules, first).tick(now)
+    again = await ScheduleDispatcher(store, schedules, first).tick(now)
     assert again.jobs == 0
 
 
@@ -104,17 +104,17 @@ async def test_a_paused_schedule_does_not_fire_and_resumes_from_now(database: Da
     paused = await schedules.change(created.id, "pause", user="web:alice")
     assert paused.status == "paused"
     queue = RecordingJobQueue()
-    ticker = ScheduleTicker(store, schedules, queue)
-    assert (await ticker.tick(T0 + timedelta(hours=2))).jobs == 0
+    dispatcher = ScheduleDispatcher(store, schedules, queue)
+    assert (await dispatcher.tick(T0 + timedelta(hours=2))).jobs == 0
     resumed = await schedules.change(
         created.id, "resume", user="web:alice", now=T0 + timedelta(hours=2, minutes=1)
     )
     assert resumed.status == "active"
     assert resumed.next_run_at == T0 + timedelta(hours=2, minutes=10)
-    assert (await ticker.tick(T0 + timedelta(hours=2, minutes=10))).jobs == 1
+    assert (await dispatcher.tick(T0 + timedelta(hours=2, minutes=10))).jobs == 1
     deleted = await schedules.change(created.id, "delete", user="web:admin")
     assert deleted.status == "deleted"
-    assert (await ticker.tick(T0 + timedelta(hours=5))).jobs == 0
+    assert (await dispatcher.tick(T0 + timedelta(hours=5))).jobs == 0
     assert await store.schedules_for(conversation_id) == []
 
 
@@ -174,10 +174,10 @@ async def test_a_one_shot_fires_once_then_is_done(database: Database) -> None:
     )
     assert created.kind == "once"
     queue = RecordingJobQueue()
-    ticker = ScheduleTicker(store, schedules, queue)
-    assert (await ticker.tick(T0 + timedelta(hours=1))).jobs == 0
-    assert (await ticker.tick(T0 + timedelta(hours=2))).jobs == 1
-    assert (await ticker.tick(T0 + timedelta(hours=3))).jobs == 0
+    dispatcher = ScheduleDispatcher(store, schedules, queue)
+    assert (await dispatcher.tick(T0 + timedelta(hours=1))).jobs == 0
+    assert (await dispatcher.tick(T0 + timedelta(hours=2))).jobs == 1
+    assert (await dispatcher.tick(T0 + timedelta(hours=3))).jobs == 0
     done = await store.schedule(created.id)
     assert done is not None
     assert done.status == "done"
@@ -206,7 +206,9 @@ async def test_missed_runs_follow_the_schedule_policy(database: Database) -> Non
         )
     queue = RecordingJobQueue()
     # Down for ten hours and a half: ten slots passed, none on time.
-    tick = await ScheduleTicker(store, schedules, queue).tick(T0 + timedelta(hours=10, minutes=30))
+    tick = await ScheduleDispatcher(store, schedules, queue).tick(
+        T0 + timedelta(hours=10, minutes=30)
+    )
     by_prompt = await database.read(
         lambda conn: dict(
             conn.execute(select(turns.c.prompt, func.count()).group_by(turns.c.prompt)).all()  # type: ignore[arg-type]
@@ -275,7 +277,7 @@ async def test_a_job_stranded_with_a_worker_is_sent_again_only_when_the_broker_i
         return waiting[0]
 
     queue = RecordingJobQueue()
-    ticker = ScheduleTicker(
+    dispatcher = ScheduleDispatcher(
         store,
         schedules,
         queue,
@@ -283,25 +285,25 @@ async def test_a_job_stranded_with_a_worker_is_sent_again_only_when_the_broker_i
         backlog=backlog,
         stranded_after=timedelta(seconds=30),
     )
-    fired = await ticker.tick(T0 + timedelta(hours=1))
+    fired = await dispatcher.tick(T0 + timedelta(hours=1))
     assert (fired.jobs, fired.resent) == (1, 0)
     [job] = queue.jobs
     await store.jobs_sent([job], now=T0 + timedelta(hours=1))
     asked = 0
     # Sent 10 s ago: the broker is not even asked.
-    assert (await ticker.tick(T0 + timedelta(hours=1, seconds=10))).resent == 0
+    assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=10))).resent == 0
     assert asked == 0
     # Messages wait in the broker (workers are busy): a minute queued is not stranded.
     # The broker's length cannot be read: nothing is assumed.
     for length in (3, ConnectionError("redis down")):
         waiting[0] = length
-        assert (await ticker.tick(T0 + timedelta(hours=1, seconds=60))).resent == 0
+        assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=60))).resent == 0
     assert asked == 2
     # Nothing waits in the broker and the job has sat queued for 40 s: a worker took it
     # and never started it. Sent again, and not again while the new send is fresh.
     waiting[0] = 0
-    tick = await ticker.tick(T0 + timedelta(hours=1, seconds=40))
+    tick = await dispatcher.tick(T0 + timedelta(hours=1, seconds=40))
     assert tick.resent == 1
     assert queue.jobs == [job, job]
     await store.jobs_sent([job], now=T0 + timedelta(hours=1, seconds=40))
-    assert (await ticker.tick(T0 + timedelta(hours=1, seconds=50))).resent == 0
+    assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=50))).resent == 0

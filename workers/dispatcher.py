@@ -1,4 +1,4 @@
-"""The schedule ticker: one tick fires every due slot and hands its jobs to the queue.
+"""The schedule dispatcher: one tick fires every due slot and hands its jobs to the queue.
 
 Safe to run in many processes at once (two beats, several embedded runners): the claim is
 one transaction per batch and each slot is unique in ``schedule_runs`` (see
@@ -30,14 +30,14 @@ from agent_core.jobs import JobQueue
 from agent_core.scheduling import Schedules
 from agent_core.stores import JobStore, ScheduleStore
 
-log = structlog.get_logger("chatgate.ticker")
+log = structlog.get_logger("chatgate.dispatcher")
 
 BATCH = 500
 STRANDED_AFTER = timedelta(seconds=30)
 _UTC = ZoneInfo("UTC")
 
 
-class TickerStore(ScheduleStore, JobStore, Protocol):
+class DispatcherStore(ScheduleStore, JobStore, Protocol):
     """What this module asks of the storage."""
 
 
@@ -56,12 +56,12 @@ class Tick:
     seconds: float
 
 
-class ScheduleTicker:
+class ScheduleDispatcher:
     """Claims due schedules, creates their runs and jobs, and submits them."""
 
     def __init__(
         self,
-        store: TickerStore,
+        store: DispatcherStore,
         schedules: Schedules,
         queue: JobQueue,
         *,

@@ -1,4 +1,5 @@
-"""The dispatcher: every inbound event goes to the ledger first, then to its lane."""
+"""Inbound routing: every message goes to the ledger first, then to its lane (a turn, a
+command, an approval decision); presses and approvals are decided here too."""
 
 from __future__ import annotations
 
@@ -28,14 +29,14 @@ from agent_core.records import (
 from agent_core.revocation import Revocations
 from agent_core.scheduling import ScheduleAction, Schedules
 from agent_core.stores import Ledger
-from gateway.chat_commands import ChatCommands
+from gateway.commands import ChatCommands
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
 
-log = structlog.get_logger("chatgate.dispatch")
+log = structlog.get_logger("chatgate.inbound")
 
 
-class Dispatcher:
+class Inbound:
     """Ledger, dedupe, then hand the conversation to the supervisor; decisions too."""
 
     def __init__(
@@ -188,12 +189,12 @@ _OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limit
 
 
 async def submit_or_later(queue: JobQueue, job_ids: Sequence[int]) -> None:
-    """Hand stored jobs to the queue; if the broker is down, the schedule ticker sends them
+    """Hand stored jobs to the queue; if the broker is down, the schedule dispatcher sends them
     when it is back (the rows are the truth), so the person is not kept waiting."""
     try:
         await queue.submit(job_ids)
     except Exception:
-        log.warning("job queue unavailable; the ticker will send later", jobs=job_ids)
+        log.warning("job queue unavailable; the dispatcher will send later", jobs=job_ids)
 
 
 def refusal(error: ApprovalError) -> str:

@@ -1,6 +1,6 @@
 """The text commands answered without the model (``/help``, ``/new``, ``/usage``,
 ``/jobs``, ``/cancel``, ``/bg``, ``/schedule``), and the ``jobs`` listing they and the
-listing's buttons draw. The dispatcher routes a command here once it is in the ledger."""
+listing's buttons draw. Inbound routing hands a command here once it is in the ledger."""
 
 from __future__ import annotations
 
