@@ -16,11 +16,16 @@ import asyncio
 import contextlib
 import importlib
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import structlog
+
 from agent_core.errors import ModelError
 from agent_core.model import ChatMessage, ModelReply, ToolCallRequest
+
+log = structlog.get_logger("chatgate.model")
 
 _PRIMARY = "chatgate-primary"
 _DEFAULT_CONTEXT = 8192
@@ -101,7 +106,10 @@ class LiteLLMModel:
                 self._router = await asyncio.to_thread(self._build_router)
 
     def _build_router(self) -> Any:
+        log.info("loading the model library", model=self._model)
+        started = time.monotonic()
         litellm = _litellm()
+        log.info("model library loaded", seconds=round(time.monotonic() - started, 2))
         litellm.telemetry = False
         litellm.suppress_debug_info = True
         if not self._context_tokens:

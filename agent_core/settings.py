@@ -196,6 +196,13 @@ class Settings(BaseSettings):
     model_retries: int = Field(
         2, ge=0, le=10, validation_alias=AliasChoices("CHATGATE_MODEL_RETRIES", "model_retries")
     )
+    # Import the model library and build its client when the gateway starts, so the first
+    # reply after a start does not wait for it; false leaves that to the first model call
+    # (a gateway that never calls the model never pays for it). Workers always load it
+    # before they fork their pool.
+    model_warm_up: bool = Field(
+        True, validation_alias=AliasChoices("CHATGATE_MODEL_WARM_UP", "model_warm_up")
+    )
     # The cheaper model for background work: folding old history into the running summary,
     # picking facts out of turns, the nightly memory review. Default: ``model``.
     summary_model: str | None = _key("summary_model")

@@ -255,7 +255,9 @@ def build_app(
 
                 supervisor.on_idle = on_idle
             warming = (
-                asyncio.create_task(_warm_up(chosen), name="model-warm-up") if chosen else None
+                asyncio.create_task(_warm_up(chosen), name="model-warm-up")
+                if chosen is not None and settings.model_warm_up
+                else None
             )
             try:
                 yield

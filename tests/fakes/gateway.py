@@ -34,6 +34,9 @@ def child_env(**settings: str) -> dict[str, str]:
     }
     env["PYTHONPATH"] = f"{ROOT / 'tests' / 'netguard'}{os.pathsep}{ROOT}"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    # litellm's import is seconds of CPU here: a restarted gateway that only resumes a
+    # turn from the journal need not pay it (test_cli checks the default warms up).
+    env["CHATGATE_MODEL_WARM_UP"] = "false"
     env.update(settings)
     return env
 
