@@ -200,7 +200,8 @@ SenderT = TypeVar("SenderT", bound=PlatformSender)
 
 
 class SenderLifecycle(Generic[SenderT]):
-    """The lifecycle every adapter shares: open the sender on enter, close it on exit."""
+    """The lifecycle every adapter shares: open the sender on enter; on exit, let the
+    adapter finish (:meth:`finish`), then close the sender."""
 
     sender: SenderT
 
@@ -214,4 +215,10 @@ class SenderLifecycle(Generic[SenderT]):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.sender.close()
+        try:
+            await self.finish()
+        finally:
+            await self.sender.close()
+
+    async def finish(self) -> None:
+        """What the adapter still does before its sender closes (nothing by default)."""

@@ -4,11 +4,10 @@ way ``agent_core.testing`` ships a scripted model."""
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 
 from aiohttp import web
 
-from adapters.base import Check, EventSink, Refuse
+from adapters.base import Check, EventSink, Refuse, SenderLifecycle
 from agent_core.events import ButtonPress, InboundMessage, Platform
 from agent_core.records import Accepted
 from agent_core.testing import RecordingOutbound
@@ -31,14 +30,14 @@ class RecordingSender(RecordingOutbound):
         self.closed = True
 
 
-class FakeAdapter:
+class FakeAdapter(SenderLifecycle[RecordingSender]):
     """An adapter for ``platform`` with no platform behind it: :meth:`deliver` hands an
     event to the gateway's sink as a real adapter would, and the sender records what the
     agent sends back."""
 
     def __init__(self, platform: Platform = "slack") -> None:
         self._platform: Platform = platform
-        self._sender = RecordingSender()
+        self.sender = RecordingSender()
         self.sink: EventSink | None = None
         self.running = asyncio.Event()
         self.stopped = False
@@ -49,23 +48,6 @@ class FakeAdapter:
     def platform(self) -> Platform:
         """The platform this fake poses as."""
         return self._platform
-
-    @property
-    def sender(self) -> RecordingSender:
-        """The recording sender."""
-        return self._sender
-
-    async def __aenter__(self) -> FakeAdapter:
-        await self._sender.open()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self._sender.close()
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
         """Keep the sink: :meth:`deliver` uses it."""

@@ -3,7 +3,7 @@
 Consumers depend on the narrow Protocols they use (the turn runner on the ``Journal``, the
 gatekeeper on the ``Ledger`` and ``AccessStore`` ...); ``agent_core.storage.store.Store``
 implements them all over SQLAlchemy, and only the bootstraps (``gateway.app``,
-``workers.runtime``, the CLI) build it. :class:`Storage` is every concern at once, for the
+``workers.bootstrap``, the CLI) build it. :class:`Storage` is every concern at once, for the
 processes' runtimes.
 """
 

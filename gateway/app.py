@@ -38,9 +38,7 @@ from gateway.platforms import Platforms, gateway_hooks
 from gateway.runtime import RUNTIME, Runtime
 from gateway.supervisor import Supervisor
 from gateway.web import api
-from workers.dispatcher import ScheduleDispatcher
-from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
-from workers.runtime import (
+from workers.bootstrap import (
     access_policy,
     budget_limits,
     build_core,
@@ -50,6 +48,8 @@ from workers.runtime import (
     prepare_sandbox,
     process_owner,
 )
+from workers.dispatcher import ScheduleDispatcher
+from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
 
 log = structlog.get_logger("chatgate.gateway")
 

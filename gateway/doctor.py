@@ -15,7 +15,7 @@ from agent_core.model import ChatMessage
 from agent_core.sandbox.choose import choose_sandbox
 from agent_core.settings import Settings
 from agent_core.storage.database import Database, sqlite_path
-from workers.runtime import build_model, sandbox_config
+from workers.bootstrap import build_model, sandbox_config
 
 
 async def _database(settings: Settings) -> Check:

@@ -14,8 +14,8 @@ import structlog
 from celery.beat import Scheduler
 
 from agent_core.settings import Settings
+from workers.bootstrap import WorkerRuntime
 from workers.celery_app import CeleryJobQueue
-from workers.runtime import WorkerRuntime
 
 log = structlog.get_logger("chatgate.beat")
 

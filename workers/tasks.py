@@ -12,7 +12,7 @@ from celery import Celery, signals
 from agent_core import tracing
 from agent_core.hardening import harden_process
 from agent_core.settings import Settings
-from workers.runtime import WorkerRuntime
+from workers.bootstrap import WorkerRuntime
 
 log = structlog.get_logger("chatgate.tasks")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -137,15 +136,10 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
 
         return await check(self._settings)
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def finish(self) -> None:
+        """Stop every typing indicator."""
         for task in list(self._typing.values()):
             task.cancel()
-        await super().__aexit__(kind, error, traceback)
 
     def _build(self, sink: EventSink) -> Any:
         import discord

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 import structlog
@@ -66,15 +65,10 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
         self._attempts: dict[int, int] = {}
         self._background: set[asyncio.Task[None]] = set()
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def finish(self) -> None:
+        """Let the callback answers still on their way go out."""
         if self._background:
             await asyncio.wait(set(self._background))
-        await super().__aexit__(kind, error, traceback)
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
         """``POST /telegram/webhook``, when a webhook secret is set (in polling mode the

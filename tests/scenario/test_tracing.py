@@ -212,7 +212,7 @@ from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingOutbound, ScriptedModel
 from gateway.app import build_app
-from workers.runtime import build_core
+from workers.bootstrap import build_core
 
 
 async def main(url):

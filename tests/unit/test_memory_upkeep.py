@@ -26,8 +26,8 @@ from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue, RecordingOutbound
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.test_memory import _conversation
+from workers.bootstrap import build_model
 from workers.dispatcher import ScheduleDispatcher, latest_slot
-from workers.runtime import build_model
 
 NIGHTLY = "0 3 * * *"
 ALICE = "web:alice"

@@ -1,4 +1,5 @@
-"""The worker's wiring point, and the agent core every process builds the same way.
+"""The bootstrap of the worker processes (Celery worker, beat), and the agent core every
+process builds the same way.
 
 ``build_core`` picks the concrete model, tools, permissions and runners from the settings;
 the gateway (``gateway.app``) and the Celery worker processes (``WorkerRuntime``) both use
