@@ -120,10 +120,10 @@ def test_a_revoked_user_s_schedule_stops_and_their_approval_is_cancelled(
             [edit] = [e for e in telegram.called("editMessageText") if "cancelled" in e["text"]]
             assert edit["message_id"] == str(prompt["message_id"])
             assert f"telegram:{BOB} may no longer use the agent here" in edit["text"]
+            # Paused with a note: by the sweep ("I paused schedule ..."), or by a slot's run
+            # that comes first ("Schedule ... did not run and is paused ...").
             _wait(
-                lambda: any(
-                    "I paused schedule" in m["text"] for m in telegram.called("sendMessage")
-                ),
+                lambda: _pause_notes(telegram.called("sendMessage")) >= 1,
                 "no note that the schedule paused",
             )
             _wait(
@@ -134,9 +134,11 @@ def test_a_revoked_user_s_schedule_stops_and_their_approval_is_cancelled(
             )
             calls = len(model_server.requests)
             ticks = _ticks(model_server)
+            notes = _pause_notes(telegram.called("sendMessage"))
             time.sleep(5)  # two more slots of the schedule, had it stayed active
             assert _ticks(model_server) == ticks
             assert len(model_server.requests) == calls
+            assert _pause_notes(telegram.called("sendMessage")) == notes
             # run it: one model call, then the cancellation ended the turn without another.
             assert sum(text == "run it" for text in model_server.user_texts()) == 1
             assert not any(
@@ -161,3 +163,10 @@ def test_pairing_revoke_says_what_follows(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "is not paired" in result.stderr
+
+
+def _pause_notes(sent: list[dict[str, Any]]) -> int:
+    """How many messages said that the schedule is paused for its owner's lost access."""
+    return sum(
+        "I paused schedule" in m["text"] or "did not run and is paused" in m["text"] for m in sent
+    )
