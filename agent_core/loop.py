@@ -25,7 +25,6 @@ import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Protocol
 
 import structlog
@@ -41,10 +40,8 @@ from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
 from agent_core.model import ChatMessage, Model
-from agent_core.permissions import Permissions
 from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
-from agent_core.secrets import Secrets
-from agent_core.stores import ApprovalStore, Journal, UsageStore
+from agent_core.stores import Journal, UsageStore
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
@@ -67,8 +64,8 @@ NO_MODEL_REPLY = (
 )
 
 
-class TurnStore(Journal, UsageStore, ApprovalStore, Protocol):
-    """What the turn runner asks of the storage (approvals: for its default tool round)."""
+class TurnStore(Journal, UsageStore, Protocol):
+    """What the turn runner asks of the storage."""
 
 
 class TurnObserver(Protocol):
@@ -101,11 +98,11 @@ class TurnRunner:
         history_limit: int = 200,
         max_attempts: int = 5,
         max_steps: int = 16,
-        tools: ToolRegistry | None = None,
-        tool_round: ToolRound | None = None,
-        faults: FaultPoints | None = None,
+        tools: ToolRegistry,
+        tool_round: ToolRound,
+        faults: FaultPoints,
+        budgets: BudgetLimits,
         observer: TurnObserver | None = None,
-        budgets: BudgetLimits | None = None,
         tools_offered: int = 32,
         summarizer: Model | None = None,
         extract_memories: bool = False,
@@ -127,7 +124,7 @@ class TurnRunner:
             if model is not None
             else None
         )
-        self._budgets = budgets or BudgetLimits()
+        self._budgets = budgets
         self._model = model
         self._outbound = outbound
         self._system_prompt = system_prompt
@@ -135,16 +132,9 @@ class TurnRunner:
         self._history_limit = history_limit
         self._max_attempts = max_attempts
         self._max_steps = max_steps
-        self._tools = tools or ToolRegistry()
-        self._faults = faults or FaultPoints()
-        self._tool_round = tool_round or ToolRound(
-            store,
-            outbound=outbound,
-            permissions=Permissions(),
-            secrets=Secrets(),
-            approval_ttl=timedelta(minutes=30),
-            faults=self._faults,
-        )
+        self._tools = tools
+        self._faults = faults
+        self._tool_round = tool_round
         self._observer = observer
 
     async def run_conversation(self, conversation_id: str, *, owner: str, lease: float) -> int:

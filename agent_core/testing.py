@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import timedelta
+from typing import Any, Protocol
 
+from agent_core.budgets import BudgetLimits
+from agent_core.delivery import Outbound
 from agent_core.errors import ModelError
 from agent_core.events import ApprovalPrompt, Edit, Reply
-from agent_core.model import ChatMessage, ModelReply
+from agent_core.faults import FaultPoints
+from agent_core.loop import TurnRunner, TurnStore
+from agent_core.model import ChatMessage, Model, ModelReply
+from agent_core.permissions import Permissions
+from agent_core.secrets import Secrets
+from agent_core.tool_steps import ToolRound, ToolRoundStore
+from agent_core.tools.registry import ToolRegistry
 
 
 class ScriptedModel:
@@ -85,3 +94,43 @@ class RecordingJobQueue:
     async def submit(self, job_ids: Sequence[int]) -> None:
         """Record the ids."""
         self.jobs.extend(job_ids)
+
+
+class RunnerStore(TurnStore, ToolRoundStore, Protocol):
+    """What a turn runner and its tool round ask of the storage."""
+
+
+def turn_runner(
+    store: RunnerStore,
+    *,
+    model: Model | None,
+    outbound: Outbound,
+    system_prompt: str = "s",
+    tools: ToolRegistry | None = None,
+    tool_round: ToolRound | None = None,
+    **options: Any,
+) -> TurnRunner:
+    """A turn runner for tests, with everything a process's bootstrap would give it made
+    plain: the given tools (none by default), a tool round that pre-approves nothing and
+    knows no secret, no fault points, no budgets; ``options`` go to ``TurnRunner``."""
+    faults = options.pop("faults", None) or FaultPoints()
+    if tool_round is None:
+        tool_round = ToolRound(
+            store,
+            outbound=outbound,
+            permissions=Permissions(),
+            secrets=Secrets(),
+            approval_ttl=timedelta(minutes=30),
+            faults=faults,
+        )
+    return TurnRunner(
+        store,
+        model=model,
+        outbound=outbound,
+        system_prompt=system_prompt,
+        tools=tools or ToolRegistry(),
+        tool_round=tool_round,
+        faults=faults,
+        budgets=options.pop("budgets", None) or BudgetLimits(),
+        **options,
+    )

@@ -19,13 +19,12 @@ from agent_core.approvals import Approvals
 from agent_core.errors import NotAllowedToDecide, PairingRefused
 from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
-from agent_core.loop import TurnRunner
 from agent_core.ratelimit import Limiter, RateLimiter
 from agent_core.scheduling import ScheduleLimits, Schedules
 from agent_core.settings import Settings
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel, turn_runner
 from gateway.commands import ChatCommands
 from gateway.inbound import Inbound
 from gateway.metrics import Metrics
@@ -54,7 +53,9 @@ class Harness:
         self.store = Store(database)
         self.model = model or ScriptedModel()
         self.outbound = RecordingOutbound()
-        runner = TurnRunner(self.store, model=self.model, outbound=self.outbound, system_prompt="s")
+        runner = turn_runner(
+            self.store, model=self.model, outbound=self.outbound, system_prompt="s"
+        )
         self.supervisor = Supervisor(
             lambda c: runner.run_conversation(c, owner="h", lease=30), max_concurrent=8
         )

@@ -13,7 +13,6 @@ from agent_core.approvals import Approvals
 from agent_core.errors import DeliveryError, ModelError
 from agent_core.events import ApprovalPrompt, InboundMessage, Reply, utcnow
 from agent_core.jobs import JobPolicy, JobRunner
-from agent_core.loop import TurnRunner
 from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.permissions import Permissions, PolicyRule
 from agent_core.schedules import ScheduleError
@@ -22,7 +21,7 @@ from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel, turn_runner
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import Tool, ToolContext, TurnContext
 from agent_core.tools.registry import ToolRegistry
@@ -52,7 +51,7 @@ class Harness:
             secrets=Secrets(),
             approval_ttl=timedelta(minutes=30),
         )
-        self.runner = TurnRunner(
+        self.runner = turn_runner(
             self.store,
             model=model,
             outbound=self.outbound,
@@ -236,7 +235,7 @@ class PickyOutbound(RecordingOutbound):
 async def test_fan_out_delivers_to_each_target_independently(database: Database) -> None:
     harness = Harness(database, ScriptedModel())
     outbound = PickyOutbound("broken-room")
-    harness.runner = TurnRunner(
+    harness.runner = turn_runner(
         harness.store, model=ScriptedModel(), outbound=outbound, system_prompt="s"
     )
     harness.jobs = JobRunner(harness.store, harness.runner, outbound, policy=POLICY)
@@ -337,7 +336,7 @@ async def test_a_job_cut_short_by_a_drain_is_handed_back_at_once(database: Datab
     row = await harness.job_row(job_id)
     assert (row["status"], row["lease_owner"], row["attempts"]) == ("queued", None, 0)
     # Due now, for another runner, without waiting for the lease to expire.
-    harness.runner = TurnRunner(
+    harness.runner = turn_runner(
         harness.store, model=ScriptedModel("done"), outbound=harness.outbound, system_prompt="s"
     )
     again = JobRunner(harness.store, harness.runner, harness.outbound, policy=POLICY)

@@ -12,7 +12,7 @@ from agent_core.loop import NO_MODEL_REPLY, TurnRunner
 from agent_core.storage import ledger
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingOutbound, ScriptedModel, turn_runner
 
 
 def _message(event_id: str, text: str) -> InboundMessage:
@@ -27,7 +27,7 @@ def _message(event_id: str, text: str) -> InboundMessage:
 
 
 def _runner(store: Store, model: ScriptedModel | None, outbound: RecordingOutbound) -> TurnRunner:
-    return TurnRunner(store, model=model, outbound=outbound, system_prompt="be brief")
+    return turn_runner(store, model=model, outbound=outbound, system_prompt="be brief")
 
 
 async def test_a_turn_calls_the_model_and_delivers_the_reply(database: Database) -> None:
@@ -160,13 +160,13 @@ async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
 ) -> None:
     """After max_attempts failures the user gets a message and the next turn can run."""
     store, outbound, model = Store(database), RecordingOutbound(), _BrokenModel()
-    runner = TurnRunner(store, model=model, outbound=outbound, system_prompt="s", max_attempts=3)
+    runner = turn_runner(store, model=model, outbound=outbound, system_prompt="s", max_attempts=3)
     first = await store.accept_inbound(_message("1", "poison"))
     for _ in range(3):
         with pytest.raises(RuntimeError):
             await runner.run_conversation(first.conversation_id, owner="me", lease=30)
     second = await store.accept_inbound(_message("2", "fine"))
-    runner = TurnRunner(
+    runner = turn_runner(
         store, model=ScriptedModel(), outbound=outbound, system_prompt="s", max_attempts=3
     )
     assert await runner.run_conversation(first.conversation_id, owner="me", lease=30) == 2
@@ -191,7 +191,7 @@ async def test_losing_the_lease_stops_the_turn_before_it_replies(database: Datab
     the turn stays open for the new holder."""
     store, outbound = Store(database), RecordingOutbound()
     accepted = await store.accept_inbound(_message("1", "hi"))
-    runner = TurnRunner(store, model=_SlowModel(), outbound=outbound, system_prompt="s")
+    runner = turn_runner(store, model=_SlowModel(), outbound=outbound, system_prompt="s")
     running = asyncio.create_task(
         runner.run_conversation(accepted.conversation_id, owner="me", lease=0.6)
     )

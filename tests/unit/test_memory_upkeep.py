@@ -15,7 +15,6 @@ from sqlalchemy import select
 
 from agent_core.events import InboundMessage
 from agent_core.jobs import JobPolicy, JobRunner
-from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import EXTRACT_ASK, REVIEW_ASK, MemoryUpkeep, parse_facts
 from agent_core.model import ModelReply
 from agent_core.scheduling import ScheduleLimits, Schedules
@@ -23,7 +22,7 @@ from agent_core.settings import load_settings
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, memories, model_usage
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingJobQueue, RecordingOutbound
+from agent_core.testing import RecordingJobQueue, RecordingOutbound, turn_runner
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.test_memory import _conversation
 from workers.bootstrap import build_model
@@ -41,7 +40,7 @@ def _dispatcher(store: Store, queue: RecordingJobQueue) -> ScheduleDispatcher:
 def _job_runner(store: Store, server: FakeModelServer) -> JobRunner:
     model = build_model(load_settings(server.settings()))
     outbound = RecordingOutbound()
-    runner = TurnRunner(store, model=model, outbound=outbound, system_prompt="s")
+    runner = turn_runner(store, model=model, outbound=outbound, system_prompt="s")
     return JobRunner(
         store,
         runner,

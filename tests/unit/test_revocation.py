@@ -12,7 +12,6 @@ from agent_core.access import AccessPolicy, Membership
 from agent_core.approvals import Approvals
 from agent_core.events import InboundMessage, Reply, utcnow
 from agent_core.jobs import JobPolicy, JobRunner
-from agent_core.loop import TurnRunner
 from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.permissions import Permissions, PolicyRule
 from agent_core.records import ApprovalRequest
@@ -22,7 +21,7 @@ from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingJobQueue, RecordingOutbound, ScriptedModel, turn_runner
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import Tool, ToolContext, TurnContext
 from agent_core.tools.registry import ToolRegistry
@@ -52,7 +51,7 @@ class World:
 
             return [Tool(deploy, idempotent=False)]
 
-        self.runner = TurnRunner(
+        self.runner = turn_runner(
             self.store,
             model=model,
             outbound=self.outbound,

@@ -17,7 +17,7 @@ from agent_core.permissions import Permissions, PolicyRule
 from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
-from agent_core.testing import RecordingOutbound, ScriptedModel
+from agent_core.testing import RecordingOutbound, ScriptedModel, turn_runner
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import Tool, ToolContext, TurnContext
 from agent_core.tools.registry import ToolRegistry
@@ -81,7 +81,7 @@ def _runner(
         secrets=Secrets({"TOKEN": "s3cr3t-value"}),
         approval_ttl=timedelta(seconds=ttl),
     )
-    return TurnRunner(
+    return turn_runner(
         store,
         model=model,
         outbound=outbound,
