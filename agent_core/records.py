@@ -210,7 +210,8 @@ class PairedUser:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewSchedule:
-    """A schedule about to be stored (see ``agent_core.schedules`` for the recurrence)."""
+    """A schedule about to be stored (``agent_core.scheduling.recurrence`` reads its
+    recurrence)."""
 
     conversation_id: str
     created_by: str

@@ -486,7 +486,7 @@ class Settings(BaseSettings):
         if value.lower() == "off":
             return "off"
         from agent_core.events import utcnow
-        from agent_core.schedules import ScheduleError, parse_recurrence
+        from agent_core.scheduling.recurrence import ScheduleError, parse_recurrence
 
         try:
             recurrence = parse_recurrence(value, "UTC", now=utcnow())

@@ -22,7 +22,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent_core.events import InboundMessage, utcnow
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.storage.database import Database
 from agent_core.storage.schema import schedule_targets, schedules
 from agent_core.storage.store import Store

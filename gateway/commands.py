@@ -17,7 +17,7 @@ from agent_core.events import InboundMessage
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.journaled import JobsListing, RunItem, ScheduleItem
 from agent_core.records import Accepted, RunRecord, ScheduleRecord
-from agent_core.scheduling import Schedules
+from agent_core.scheduling.service import Schedules
 from agent_core.stores import JobStore, Ledger, UsageStore
 
 

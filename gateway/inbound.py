@@ -27,7 +27,7 @@ from agent_core.records import (
     ScheduleRecord,
 )
 from agent_core.revocation import Revocations
-from agent_core.scheduling import ScheduleAction, Schedules
+from agent_core.scheduling.service import ScheduleAction, Schedules
 from agent_core.stores import Ledger
 from gateway.commands import ChatCommands
 from gateway.metrics import Metrics

@@ -22,7 +22,7 @@ from agent_core.errors import ApprovalError, ScheduleActionError
 from agent_core.events import ButtonAction, ButtonPress, Edit, InboundMessage, Platform
 from agent_core.faults import FaultPoints
 from agent_core.records import Accepted, ApprovalDecision
-from agent_core.scheduling import ScheduleAction
+from agent_core.scheduling.service import ScheduleAction
 from gateway.inbound import refusal
 from gateway.routes import add_platform_check
 from gateway.runtime import RUNTIME, Runtime

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from adapters.web.send import WebHub
 from agent_core.loop import TurnRunner
-from agent_core.scheduling import Schedules
+from agent_core.scheduling.service import Schedules
 from agent_core.settings import Settings
 from agent_core.stores import Storage
 from gateway.commands import ChatCommands

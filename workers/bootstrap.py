@@ -38,7 +38,7 @@ from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.sandbox.base import SandboxLimits
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.secrets import Secrets
 from agent_core.settings import Settings
 from agent_core.storage.database import Database, sqlite_path

@@ -25,9 +25,9 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from agent_core.events import utcnow
-from agent_core.fire_times import cron_descending
 from agent_core.jobs import JobQueue
-from agent_core.scheduling import Schedules
+from agent_core.scheduling.fire_times import cron_descending
+from agent_core.scheduling.service import Schedules
 from agent_core.stores import JobStore, ScheduleStore
 
 log = structlog.get_logger("chatgate.dispatcher")

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, NewSchedule, Planner, ScheduleRecord, ScheduleStatus
-from agent_core.schedules import ScheduleError
+from agent_core.scheduling.recurrence import ScheduleError
 from agent_core.storage.schema import conversations, schedule_runs, schedule_targets, schedules
 
 """Given a due schedule: the slots to fire now, and the next fire time (None: no more)."""

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from agent_core.errors import ScheduleActionError
-from agent_core.schedules import ScheduleError
-from agent_core.scheduling import Schedules
+from agent_core.scheduling.recurrence import ScheduleError
+from agent_core.scheduling.service import Schedules
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
 
 

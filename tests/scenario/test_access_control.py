@@ -20,7 +20,7 @@ from agent_core.errors import NotAllowedToDecide, PairingRefused
 from agent_core.events import InboundMessage, Platform, Reply
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.ratelimit import Limiter, RateLimiter
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.settings import Settings
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store

@@ -10,8 +10,8 @@ from sqlalchemy import func, select
 
 from agent_core.errors import NotAllowedToChange, ScheduleNotFound
 from agent_core.events import InboundMessage
-from agent_core.schedules import ScheduleError
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.recurrence import ScheduleError
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, schedule_runs, turns
 from agent_core.storage.store import Store

@@ -15,8 +15,8 @@ from agent_core.events import ApprovalPrompt, InboundMessage, Reply, utcnow
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.permissions import Permissions, PolicyRule
-from agent_core.schedules import ScheduleError
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.recurrence import ScheduleError
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs

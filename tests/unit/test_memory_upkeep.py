@@ -17,7 +17,7 @@ from agent_core.events import InboundMessage
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.memory_upkeep import EXTRACT_ASK, REVIEW_ASK, MemoryUpkeep, parse_facts
 from agent_core.model import ModelReply
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.settings import load_settings
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, memories, model_usage

@@ -16,7 +16,7 @@ from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.permissions import Permissions, PolicyRule
 from agent_core.records import ApprovalRequest
 from agent_core.revocation import Revocations
-from agent_core.scheduling import ScheduleLimits, Schedules
+from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.secrets import Secrets
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs

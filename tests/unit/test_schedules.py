@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from agent_core.schedules import (
+from agent_core.scheduling.recurrence import (
     MissedPolicy,
     Recurrence,
     ScheduleError,

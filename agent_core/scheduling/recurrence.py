@@ -68,7 +68,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
 
-from agent_core import fire_times
+from agent_core.scheduling import fire_times
 
 ScheduleKind = Literal["cron", "interval", "once"]
 MissedPolicy = Literal["skip", "run_once", "catch_up"]

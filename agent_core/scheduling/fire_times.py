@@ -1,5 +1,5 @@
 """Fire times in real instants: elapsed-time steps, calendar-day steps and cron, forwards
-and backwards, with the daylight-saving rules of ``agent_core.schedules``.
+and backwards, with the daylight-saving rules of ``agent_core.scheduling.recurrence``.
 
 Cron and day steps are walked in wall-clock time and then placed on instants: a time in a
 spring-forward gap fires when the gap ends (a fixed-hour job) or not at all (a wildcard-hour

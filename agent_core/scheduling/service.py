@@ -1,6 +1,6 @@
 """Schedules as people use them: created from chat, listed, paused, resumed, deleted, and
-planned by the dispatcher. The time arithmetic lives in ``agent_core.schedules``; the rows
-in ``agent_core.storage.schedules``.
+planned by the dispatcher. The time arithmetic lives in ``recurrence`` and ``fire_times``
+beside this module; the rows in ``agent_core.storage.schedules``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ from typing import Literal, TypeAlias
 from agent_core.errors import NotAllowedToChange, ScheduleNotFound
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, MissedPolicy, NewSchedule, ScheduleRecord
-from agent_core.schedules import Recurrence, ScheduleError, due_slots, min_gap, parse_recurrence
+from agent_core.scheduling.recurrence import (
+    Recurrence,
+    ScheduleError,
+    due_slots,
+    min_gap,
+    parse_recurrence,
+)
 from agent_core.stores import ScheduleStore
 
 ScheduleAction: TypeAlias = Literal["pause", "resume", "delete"]
