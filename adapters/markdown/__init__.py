@@ -3,7 +3,7 @@
 The model answers in CommonMark-ish Markdown, but no chat platform renders exactly that:
 Slack has its own *mrkdwn*, Telegram wants a small HTML subset (``parse_mode=HTML``) and
 Discord renders most Markdown but pings a whole server for ``@everyone``. So a reply is
-parsed once into a tiny AST (``adapters.markdown_blocks``, ``adapters.markdown_inline``)
+parsed once into a tiny AST (``adapters.markdown.blocks``, ``adapters.markdown.inline``)
 and rendered here per platform, with each platform's escaping done in one place: text the
 model wrote can never become a Slack ``<!channel>``, a Telegram tag or a Discord mass
 mention. No input makes the renderers raise: as a last resort the text is sent escaped.
@@ -17,7 +17,7 @@ import html
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from adapters.markdown_blocks import (
+from adapters.markdown.blocks import (
     Block,
     CodeBlock,
     Heading,
@@ -26,7 +26,7 @@ from adapters.markdown_blocks import (
     Quote,
     parse,
 )
-from adapters.markdown_inline import (
+from adapters.markdown.inline import (
     ZWSP,
     Code,
     Emph,

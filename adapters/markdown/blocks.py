@@ -1,6 +1,6 @@
 """Markdown blocks, as a chat model writes them: paragraphs, ATX headings, fenced code
 (with an optional language), bullet and numbered list items, block quotes and horizontal
-rules; ``parse`` turns a reply into them (their text through ``adapters.markdown_inline``).
+rules; ``parse`` turns a reply into them (their text through ``adapters.markdown.inline``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
-from adapters.markdown_inline import Inline, parse_inlines
+from adapters.markdown.inline import Inline, parse_inlines
 
 
 @dataclass(frozen=True)
