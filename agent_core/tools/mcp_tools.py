@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from agent_core.settings import McpServerSettings
+from agent_core.section_settings import McpServerSettings
 from agent_core.tools.base import (
     DEFAULT_OUTPUT_LIMIT,
     InvalidArguments,

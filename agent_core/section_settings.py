@@ -1,0 +1,102 @@
+"""The sections of ``chatgate.toml`` that are tables of their own: ``[tools.*]``,
+``[secrets]`` and ``[mcp.servers.*]`` (``agent_core.settings`` holds the rest)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class RunCommandSettings(BaseModel):
+    """``[tools.run_command]``: the sandbox's limits, network and backends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout: float = Field(30.0, gt=0, le=3600)
+    cpu_seconds: int = Field(20, ge=1)
+    memory_mb: int = Field(512, ge=16)
+    processes: int = Field(64, ge=4, le=100_000)
+    file_size_mb: int = Field(64, ge=1)
+    tmp_mb: int = Field(64, ge=1)
+    output_limit: int = Field(8_000, ge=200)
+    # "none": no network at all, loopback included; "full": the host's network.
+    network: Literal["none", "full"] = "none"
+    # The bubblewrap binary (a name on PATH or a path).
+    bwrap: str = Field("bwrap", min_length=1)
+    # podman or docker (a name on PATH or a path); unset: podman if installed, else docker.
+    container_engine: str | None = Field(None, min_length=1)
+    # The image commands run in with the container backend (it must be pulled already).
+    image: str = Field("debian:bookworm-slim", min_length=1)
+
+
+class HttpRequestSettings(BaseModel):
+    """``[tools.http_request]``: where the agent may send requests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    timeout: float = Field(30.0, gt=0, le=600)
+    output_limit: int = Field(8_000, ge=200)
+
+
+class SecretSetting(BaseModel):
+    """``[secrets]``: ``NAME = "ENV_VAR"`` (any host ``http_request`` may reach), or
+    ``[secrets.NAME] env = "ENV_VAR", hosts = ["api.example.com"]`` (those hosts only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str = Field(min_length=1)
+    # host or host:port entries, as in allowed_hosts; None: not bound (doctor warns).
+    hosts: list[str] | None = Field(None, min_length=1)
+
+
+class ToolSettings(BaseModel):
+    """``[tools.*]`` sections."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
+    http_request: HttpRequestSettings = Field(default_factory=HttpRequestSettings)
+
+
+class McpServerSettings(BaseModel):
+    """``[mcp.servers.NAME]``: one MCP server, started as a subprocess (``command``,
+    stdio) or reached over streamable HTTP (``url``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(60.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set either command (a stdio server) or url (streamable HTTP)")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {self.url!r}")
+        return self
+
+
+class McpSettings(BaseModel):
+    """``[mcp]``: MCP servers whose tools the agent may use (named ``server__tool``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, value: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name in value:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,23}", name):
+                raise ValueError(
+                    f"server names are up to 24 lower-case letters, digits and -, not {name!r}"
+                )
+        return value
