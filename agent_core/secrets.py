@@ -107,13 +107,18 @@ class Secrets:
         """Replace every secret value in ``text``, in any of its disguises, with
         ``[secret:NAME]``. Where two secrets' matches overlap, the longer match names it."""
         found: list[tuple[int, int, str]] = []
+        # Runs are looked up in lower case (a lower-casing that changes the length, as a
+        # few letters' do, is not used: the windows must stay aligned with ``text``).
+        folded = text.lower()
+        if len(folded) != len(text):
+            folded = text
         for secret in self._order:
             found += [(start, end, secret.name) for start, end in _spans(secret.pattern, text)]
             if secret.runs:
                 found += [
                     (i, i + _RUN, secret.name)
                     for i in range(len(text) - _RUN + 1)
-                    if text[i : i + _RUN] in secret.runs
+                    if folded[i : i + _RUN] in secret.runs
                 ]
         if not found:
             return text
@@ -152,29 +157,30 @@ def _disguises(value: str) -> re.Pattern[str]:
     """One pattern that finds the value's disguises; matched with a look-ahead, so
     overlapping runs are all found (their spans are merged by the caller)."""
     raw = value.encode()
-    encoded = quote(value, safe="")
     forms = {
         value,
         value[::-1],
-        encoded,
-        re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), encoded),
+        quote(value, safe=""),
         quote_plus(value),
+        "".join(f"%{byte:02X}" for byte in raw),  # every byte escaped, letters too
         raw.hex(),
-        raw.hex().upper(),
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
     }
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         forms |= _base64_cores(raw, encode)
     alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if f)
-    return re.compile(f"(?=({alternatives}))")
+    # In any letter case: upper-cased, %xx or %XX, hex either way (base64 matched without
+    # regard to case only scrubs more).
+    return re.compile(f"(?=({alternatives}))", re.IGNORECASE)
 
 
 def _runs(value: str) -> frozenset[str]:
     """Every run of _RUN characters of the value (none for a shorter value)."""
     if len(value) < _RUN:
         return frozenset()
-    return frozenset(value[i : i + _RUN] for i in range(len(value) - _RUN + 1))
+    folded = value.lower()
+    return frozenset(folded[i : i + _RUN] for i in range(len(folded) - _RUN + 1))
 
 
 def _base64_cores(raw: bytes, encode: Any) -> set[str]:

@@ -161,6 +161,10 @@ def test_only_get_and_head_are_idempotent() -> None:
         CANARY.encode().hex(),
         CANARY.encode().hex().upper(),
         json.dumps({"token": CANARY}),
+        CANARY.upper(),
+        "".join(f"%{byte:02X}" for byte in CANARY.encode()),
+        "".join(f"%{byte:02x}" for byte in CANARY.encode()),
+        CANARY[:12].upper(),
     ],
     ids=[
         "raw",
@@ -175,6 +179,10 @@ def test_only_get_and_head_are_idempotent() -> None:
         "hex",
         "hex-upper",
         "json",
+        "upper-case",
+        "every-byte-escaped",
+        "every-byte-escaped-lower",
+        "upper-case-prefix",
     ],
 )
 async def test_a_secret_echoed_back_in_disguise_is_scrubbed(disguise: str) -> None:
