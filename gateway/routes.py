@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from adapters.base import BadRequest
 from adapters.http import MAX_BODY, json_error
@@ -40,6 +42,9 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return await handler(request)
     except web.HTTPRequestEntityTooLarge:
         return json_error(413, f"body larger than {MAX_BODY} bytes")
+    except (HttpProcessingError, RequestPayloadError):
+        # The body could not be read as sent (a Content-Encoding it does not match).
+        return json_error(400, "body could not be read (does it match its Content-Encoding?)")
     except web.HTTPException as exc:
         if exc.status >= 400 and exc.content_type != "application/json":
             return json_error(exc.status, exc.reason)

@@ -62,13 +62,23 @@ async def test_every_route_with_a_body_answers_4xx_never_500(
     )
     for kind, body in BODIES.items():
         await _each_route_refuses(client, kind, body)
+    # A body that is not what its Content-Encoding says (aiohttp cannot inflate it).
+    for encoding in ("gzip", "deflate"):
+        await _each_route_refuses(
+            client,
+            encoding,
+            b'{"conversation": "x", "text": "y", "decision": "approve"}',
+            encoding=encoding,
+        )
     # Still serving, nothing stored from any of it.
     listed = await client.get("/api/conversations")
     assert listed.status == 200
     assert await listed.json() == []
 
 
-async def _each_route_refuses(client: Any, kind: str, body: bytes) -> None:
+async def _each_route_refuses(
+    client: Any, kind: str, body: bytes, *, encoding: str | None = None
+) -> None:
     json_type = {"Content-Type": "application/json"}
     routes: list[tuple[str, dict[str, str], bytes]] = [
         ("/api/messages", json_type, body),
@@ -91,6 +101,9 @@ async def _each_route_refuses(client: Any, kind: str, body: bytes) -> None:
         ),
     ]
     for path, headers, data in routes:
+        if encoding is not None:
+            # aiohttp drops the connection after a body it could not inflate.
+            headers = {**headers, "Content-Encoding": encoding, "Connection": "close"}
         response = await client.post(path, data=data, headers=headers)
         assert 400 <= response.status < 500, (kind, path, response.status)
         assert (await response.json())["error"]
