@@ -181,8 +181,10 @@ class TurnRunner:
         """Run (or resume) a started turn to its end, doing only what the journal lacks.
 
         ``turn`` comes from ``Store.begin_next_turn`` or ``Store.start_turn``, which count the
-        attempt. A turn that already failed ``max_attempts`` times (a bug, or a process that
-        keeps dying on it) is given up: the user is told, and the conversation moves on.
+        attempt. A turn whose last ``max_attempts`` attempts all ended at the same place in
+        its journal (a bug, or a step that kills the process every time) is given up: the
+        user is told, and the conversation moves on. Attempts cut short by kills that had
+        nothing to do with it leave it where they find it: it made progress in between.
 
         With ``retry_errors`` (a queued turn that will be retried later) a model error is
         raised instead of answered with an apology, and the model call stays unfinished in
@@ -212,7 +214,7 @@ class TurnRunner:
         ):
             log.debug("turn started", attempt=turn.attempts + 1)
             try:
-                if turn.attempts >= self._max_attempts:
+                if turn.stalls >= self._max_attempts:
                     status = await self._give_up(turn)
                     return status
                 if await self._lost_access(turn):
@@ -244,10 +246,10 @@ class TurnRunner:
                     self._observer.turn_finished(turn, status=status, seconds=seconds)
 
     async def _give_up(self, turn: TurnRecord) -> TurnStatus:
-        error = f"gave up after {turn.attempts} attempts"
-        log.error("turn abandoned", attempts=turn.attempts)
+        error = f"gave up after {turn.stalls} attempts that ended at the same step"
+        log.error("turn abandoned", attempts=turn.attempts, stalls=turn.stalls)
         if not any(step.kind == "reply" for step in turn.steps):
-            text = GAVE_UP_REPLY.format(attempts=turn.attempts)
+            text = GAVE_UP_REPLY.format(attempts=turn.stalls)
             seq = max((step.seq for step in turn.steps), default=0) + 1
             try:
                 await self._reply_step(

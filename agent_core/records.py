@@ -138,6 +138,9 @@ class TurnRecord:
     error: str | None = None
     # Run by a job (a schedule's run, ``bg``) rather than opened by a person's message.
     queued: bool = False
+    # Attempts before this one that ended, in a row, at the same place in the journal
+    # (the process died there, or the turn raised): what the poison guard counts.
+    stalls: int = 0
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""

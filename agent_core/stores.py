@@ -9,7 +9,7 @@ processes' runtimes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -515,6 +515,14 @@ class LockStore(Protocol):
 
     async def release_lock(self, name: str, *, owner: str) -> None:
         """Give the lock up (a no-op when it is not ours)."""
+        ...
+
+    async def lease_holders(self) -> list[str]:
+        """Who holds a lease that has not expired: a conversation's, a job's or a lock."""
+        ...
+
+    async def expire_leases(self, owners: Collection[str]) -> int:
+        """End every lease ``owners`` hold now, as if it had expired; how many."""
         ...
 
 

@@ -23,6 +23,7 @@ from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
 from agent_core.model import Model
+from agent_core.process_identity import process_owner, take_over_leases
 from agent_core.ratelimit import Limiter, local_limiters
 from agent_core.revocation import Revocations
 from agent_core.secrets import LogScrubber
@@ -46,7 +47,6 @@ from workers.bootstrap import (
     credentials,
     maintenance_cron,
     prepare_sandbox,
-    process_owner,
 )
 from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
@@ -133,6 +133,9 @@ def build_app(
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         async with open_database(settings.database_url) as database:
             store = Store(database)
+            # A gateway restarted after a kill on this machine goes on with the turns it
+            # left at once: the sweep below finds them free instead of waiting out a lease.
+            await take_over_leases(store)
             metrics = Metrics()
             database.on_commit = metrics.committed
             stack = contextlib.AsyncExitStack()

@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import threading
-import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -36,6 +34,7 @@ from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
+from agent_core.process_identity import process_owner, take_over_leases
 from agent_core.sandbox.base import SandboxLimits
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
 from agent_core.scheduling.service import ScheduleLimits, Schedules
@@ -57,11 +56,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("chatgate.worker")
 T = TypeVar("T")
-
-
-def process_owner() -> str:
-    """A lease owner name unique to this process (and this start of it)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def build_model(settings: Settings, name: str | None = None) -> Model | None:
@@ -380,6 +374,7 @@ class WorkerRuntime:
         await database.migrate()
         self._database = database
         store = Store(database)
+        await take_over_leases(store)
         # Workers only send: each configured platform's sender, no inbound side.
         outbound = OutboundRouter(
             {

@@ -60,12 +60,12 @@ _RESUME = (
     .where(turns.c.id == bindparam("b_turn"), turns.c.status == "waiting")
     .values(status="pending")
 )
-# Waiting is progress, not failure: the attempt count (which gives up a turn that keeps
-# crashing) starts again.
+# Waiting is progress, not failure: the counts that give up a turn that keeps crashing
+# start again.
 _SUSPEND = (
     update(turns)
     .where(turns.c.id == bindparam("b_turn"), turns.c.status.in_(("running", "pending")))
-    .values(status="waiting", attempts=0)
+    .values(status="waiting", attempts=0, stalls=0, stalled_at=None)
 )
 _GRANT = {
     "sqlite": sqlite.insert(grants).on_conflict_do_nothing(),

@@ -47,7 +47,6 @@ _NEXT_OPEN = (
     )
     .order_by(turns.c.id)
     .limit(1)
-    .scalar_subquery()
 )
 
 
@@ -57,22 +56,36 @@ _START = (
     .values(
         status="running",
         attempts=turns.c.attempts + 1,
+        stalls=bindparam("b_stalls"),
+        stalled_at=bindparam("b_at"),
         started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
     )
     .returning(*turns.c)
 )
 
 
-_START_NEXT = (
-    update(turns)
-    .where(turns.c.id == _NEXT_OPEN)
-    .values(
-        status="running",
-        attempts=turns.c.attempts + 1,
-        started_at=func.coalesce(turns.c.started_at, bindparam("b_now", type_=UTCDateTime())),
-    )
-    .returning(*turns.c)
+_PLACE = select(turns.c.status, turns.c.stalls, turns.c.stalled_at).where(
+    turns.c.id == bindparam("b_turn")
 )
+_LAST_STEP = (
+    select(turn_steps.c.seq, turn_steps.c.status)
+    .where(turn_steps.c.turn_id == bindparam("b_turn"))
+    .order_by(turn_steps.c.seq.desc())
+    .limit(1)
+)
+
+
+def _stalls(conn: Connection, turn_id: int) -> tuple[int, int]:
+    """(stalls, place) for an attempt about to start. A turn found ``running`` was left by
+    an attempt that did not end (its process died, or it raised): that attempt stalled at
+    the journal's last step, started or finished. The same place as the attempt before it
+    is one more stall in a row; any progress in between starts the count again at one."""
+    status, stalls, stalled_at = conn.execute(_PLACE, {"b_turn": turn_id}).one()
+    last = conn.execute(_LAST_STEP, {"b_turn": turn_id}).first()
+    place = 0 if last is None else 2 * int(last.seq) + (last.status != "started")
+    if status != "running":
+        return 0, place
+    return (int(stalls) + 1 if stalled_at == place else 1), place
 
 
 _TURN = select(turns).where(turns.c.id == bindparam("b_turn"))
@@ -139,15 +152,16 @@ INSERT_MESSAGE = insert(messages).returning(messages.c.id)
 
 
 def begin_next(conn: Connection, conversation_id: str) -> TurnRecord | None:
-    row = conn.execute(_START_NEXT, {"b_id": conversation_id, "b_now": utcnow()}).first()
-    if row is None:
-        return None
-    # RETURNING shows the row after the update: report the attempts made before this one.
-    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
+    turn_id = conn.execute(_NEXT_OPEN, {"b_id": conversation_id}).scalar()
+    return None if turn_id is None else start(conn, int(turn_id))
 
 
 def start(conn: Connection, turn_id: int) -> TurnRecord:
-    row = conn.execute(_START, {"b_turn": turn_id, "b_now": utcnow()}).one()
+    stalls, place = _stalls(conn, turn_id)
+    row = conn.execute(
+        _START, {"b_turn": turn_id, "b_now": utcnow(), "b_stalls": stalls, "b_at": place}
+    ).one()
+    # RETURNING shows the row after the update: report the attempts made before this one.
     return _turn_record(conn, row, attempts=int(row.attempts) - 1)
 
 
@@ -170,6 +184,7 @@ def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecor
         conversation=conversation_key(key),
         status=row.status,
         attempts=attempts,
+        stalls=int(row.stalls),
         user=row.user_id,
         trigger_text=trigger,
         reply_to=row.reply_to,

@@ -129,6 +129,11 @@ turns = Table(
     Column("reply_to", String(255)),
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
+    # Attempts in a row that ended (the process died, or the turn raised) at the same place
+    # in the journal, ``stalled_at``; any progress starts the count again. The poison guard
+    # gives up on this, not on attempts: unrelated kills do not use a turn up.
+    Column("stalls", Integer, nullable=False, default=0, server_default="0"),
+    Column("stalled_at", Integer),
     Column("error", Text),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("started_at", UTCDateTime()),

@@ -9,6 +9,7 @@ its message; the receipt and the end of the turn.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from pydantic import JsonValue
@@ -40,6 +41,7 @@ from agent_core.records import (
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger, upkeep
+from agent_core.storage import leases as lease_sql
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import owners as owner_sql
 from agent_core.storage import schedules as schedule_sql
@@ -208,6 +210,14 @@ class Store(PeopleRows):
     async def release_lock(self, name: str, *, owner: str) -> None:
         """Give the lock up (a no-op when it is not ours)."""
         await self.database.write(lock_sql.release, name, owner=owner)
+
+    async def lease_holders(self) -> list[str]:
+        """Who holds a lease that has not expired: a conversation's, a job's or a lock."""
+        return await self.database.read(lease_sql.holders)
+
+    async def expire_leases(self, owners: Collection[str]) -> int:
+        """End every lease ``owners`` hold now, as if it had expired; how many."""
+        return await self.database.write(lease_sql.expire, owners)
 
     async def start_fresh(self, conversation_id: str, note: str) -> int:
         """``new``: add ``note`` and let the model see only what comes after it."""

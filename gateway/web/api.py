@@ -288,11 +288,15 @@ async def _conversation_and_after(request: web.Request) -> tuple[ConversationRec
 async def get_messages(request: web.Request) -> web.Response:
     """A conversation's messages in order (``?after=ID`` for the ones after a message)."""
     conversation, after = await _conversation_and_after(request)
-    items = await request.app[RUNTIME].store.messages_after(conversation.id, after_id=after)
+    store = request.app[RUNTIME].store
+    items = await store.messages_after(conversation.id, after_id=after)
     return web.json_response(
         {
             "conversation": conversation_item(conversation),
             "items": [message_item(m) for m in items],
+            # Turns still to run or finish (not those waiting for a person): 0 once every
+            # message so far has its answer delivered.
+            "open_turns": await store.open_turn_count(conversation.id),
         }
     )
 

@@ -178,6 +178,19 @@ class GatewayProcess:
             time.sleep(0.05)
         raise AssertionError(f"{count} replies not seen in {timeout}s: {items}\n{self.log}")
 
+    def wait_settled(self, conversation_id: str, *, timeout: float = 30) -> list[dict[str, Any]]:
+        """Wait until no turn of the conversation is left to run or finish (a resumed one
+        included: its reply delivered and its receipt stored); return the items then."""
+        deadline = time.monotonic() + timeout
+        body: Any = None
+        while time.monotonic() < deadline:
+            status, body = http("GET", f"{self.url}/api/conversations/{conversation_id}/messages")
+            assert status == 200, (status, body)
+            if body["open_turns"] == 0:
+                return list(body["items"])
+            time.sleep(0.05)
+        raise AssertionError(f"turns still open after {timeout}s: {body}\n{self.log}")
+
     def stop(self) -> None:
         """Make sure nothing is left running."""
         self.kill()

@@ -86,7 +86,8 @@ class EchoServer:
         return f"http://127.0.0.1:{self.port}"
 
     def effects(self) -> int:
-        """Distinct effects: requests counted once per Idempotency-Key."""
+        """Distinct effects: requests counted once per Idempotency-Key (``len(requests)``
+        is every request that arrived, a deduplicated retry included)."""
         keys = {
             h.get("idempotency-key") or f"none-{i}" for i, (_m, _p, h) in enumerate(self.requests)
         }

@@ -42,9 +42,7 @@ def test_killed_during_the_model_call_replies_once_after_restart(
     model_server.wait_for_requests(1)
     gateway.kill()
     gateway.start()
-    items = gateway.wait_for_replies(accepted["conversation_id"], 1)
-    time.sleep(0.5)
-    items = gateway.messages(accepted["conversation_id"])
+    items = gateway.wait_settled(accepted["conversation_id"])
     assert _assistant(items) == ["after restart"]
     assert [i["role"] for i in items] == ["user", "assistant"]
     assert model_server.user_texts() == ["are you there?", "are you there?"]
@@ -63,9 +61,7 @@ def test_killed_at_each_step_boundary_delivers_exactly_once(
     accepted = gateway.post("general", "hello", id="m-1")
     assert gateway.wait_exit() == -9, gateway.log
     gateway.start(CHATGATE_TEST_FAULT="")
-    gateway.wait_for_replies(accepted["conversation_id"], 1)
-    time.sleep(0.5)
-    items = gateway.messages(accepted["conversation_id"])
+    items = gateway.wait_settled(accepted["conversation_id"])
     assert _assistant(items) == ["the only answer"]
     assert len(model_server.requests) == model_calls
 
@@ -82,9 +78,7 @@ def test_killed_right_after_the_ledger_write_answers_the_retry_once(
     gateway.start(CHATGATE_TEST_FAULT="")
     retry = gateway.post("general", "hello", id="m-1")
     assert retry["duplicate"] is True
-    gateway.wait_for_replies(retry["conversation_id"], 1)
-    time.sleep(0.5)
-    assert _assistant(gateway.messages(retry["conversation_id"])) == ["echo: hello"]
+    assert _assistant(gateway.wait_settled(retry["conversation_id"])) == ["echo: hello"]
     assert len(model_server.requests) == 1
 
 
@@ -94,14 +88,13 @@ def test_the_same_event_across_a_restart_makes_one_turn(
     """The ledger outlives the process: a redelivery after restart is dropped."""
     gateway.start()
     first = gateway.post("general", "hello", id="evt-1")
-    gateway.wait_for_replies(first["conversation_id"], 1)
+    gateway.wait_settled(first["conversation_id"])
     assert gateway.terminate() == 0
     gateway.start()
     again = gateway.post("general", "hello", id="evt-1")
     assert again["duplicate"] is True
     assert again["turn_id"] == first["turn_id"]
-    time.sleep(0.5)
-    assert len(gateway.messages(first["conversation_id"])) == 2
+    assert len(gateway.wait_settled(first["conversation_id"])) == 2
     assert len(model_server.requests) == 1
 
 
@@ -134,8 +127,25 @@ def test_a_turn_that_outlives_the_drain_resumes_on_the_next_start(
     # Well before the model would have answered (a loaded machine stops slowly too).
     assert time.monotonic() - started < 7
     gateway.start()
-    items = gateway.wait_for_replies(accepted["conversation_id"], 1)
-    time.sleep(0.5)
-    items = gateway.messages(accepted["conversation_id"])
+    items = gateway.wait_settled(accepted["conversation_id"])
     assert _assistant(items) == ["second try"]
     assert len(model_server.requests) == 2
+
+
+def test_chatgate_run_killed_mid_turn_answers_at_once_after_a_restart(
+    gateway: GatewayProcess, model_server: FakeModelServer
+) -> None:
+    """With the default 30 s lease, SIGKILL during the model call and start again: the new
+    process proves the old one gone (same machine, its pid dead) and answers within
+    seconds instead of after the lease."""
+    never = threading.Event()
+    model_server.script(Scripted(text="lost with the process", gate=never), "after restart")
+    gateway.start(command="run", CHATGATE_LEASE_SECONDS="30")
+    accepted = gateway.post("general", "are you there?", id="m-1")
+    model_server.wait_for_requests(1)
+    gateway.kill()
+    gateway.start(command="run", CHATGATE_LEASE_SECONDS="30")
+    items = gateway.wait_settled(accepted["conversation_id"], timeout=15)
+    assert _assistant(items) == ["after restart"]
+    assert len(model_server.requests) == 2
+    assert "took over the leases of processes that are gone" in gateway.log

@@ -86,22 +86,34 @@ def _effects(tmp_path: Path, conversation_id: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "point",
-    ["after_model_call", "after_tool_intent", "after_tool_run", "after_reply_intent", "after_send"],
+    ("point", "requests"),
+    [
+        ("after_model_call", 1),
+        ("after_tool_intent", 1),
+        # It ran and its result was not journaled: an idempotent call runs again, with the
+        # same Idempotency-Key, so the server makes one effect of the two requests.
+        ("after_tool_run", 2),
+        ("after_reply_intent", 1),
+        ("after_send", 1),
+    ],
 )
 def test_an_idempotent_tools_effect_happens_once_whatever_the_crash(
-    gateway: GatewayProcess, model_server: FakeModelServer, echo: EchoServer, point: str
+    gateway: GatewayProcess,
+    model_server: FakeModelServer,
+    echo: EchoServer,
+    point: str,
+    requests: int,
 ) -> None:
-    """GET through http_request, killed at each boundary: one effect, one reply."""
+    """GET through http_request, killed at each boundary: once the resumed turn is over,
+    two model calls, the GET as often as the journal allows, one effect, one reply."""
     model_server.script(
         tool_call("http_request", {"method": "GET", "url": f"http://{echo.host}/status"}),
         "The API is up.",
     )
     conversation = _crash_and_restart(gateway, point, "is the API up?")
-    items = _wait(gateway, conversation, "assistant")
-    time.sleep(0.5)
-    items = gateway.messages(conversation)
+    items = gateway.wait_settled(conversation)
     assert [i["text"] for i in items if i["role"] == "assistant"] == ["The API is up."]
+    assert len(echo.requests) == requests
     assert echo.effects() == 1
     assert len(model_server.requests) == 2
 
@@ -120,8 +132,10 @@ def test_killed_before_a_non_idempotent_call_ran_asks_then_retries_once(
         "POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "approve"}
     )
     assert status == 200, body
-    _wait(gateway, conversation, "assistant")
+    items = gateway.wait_settled(conversation)
+    assert [i["text"] for i in items if i["role"] == "assistant"] == ["Done."]
     assert _effects(tmp_path, conversation) == 1
+    assert len(model_server.requests) == 2
 
 
 def test_killed_after_a_non_idempotent_call_ran_does_not_run_it_again(
@@ -139,8 +153,10 @@ def test_killed_after_a_non_idempotent_call_ran_does_not_run_it_again(
     assert _effects(tmp_path, conversation) == 1
     status, _ = http("POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "deny"})
     assert status == 200
-    items = _wait(gateway, conversation, "assistant")
+    items = gateway.wait_settled(conversation)
+    assert [i["text"] for i in items if i["role"] == "assistant"] == ["I did not repeat it."]
     assert _effects(tmp_path, conversation) == 1
+    assert len(model_server.requests) == 2
     assert "chose to skip" in model_server.requests[-1]["messages"][-1]["content"]
 
 
@@ -171,7 +187,7 @@ def test_a_waiting_approval_survives_a_restart(
         "POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "approve"}
     )
     assert status == 200
-    items = _wait(gateway, conversation, "assistant")
-    assert items[-1]["text"] == "Logged the date."
+    items = gateway.wait_settled(conversation)
+    assert [i["text"] for i in items if i["role"] == "assistant"] == ["Logged the date."]
     assert _effects(tmp_path, conversation) == 1
     assert len(model_server.requests) == 2

@@ -155,6 +155,65 @@ class _BrokenModel(ScriptedModel):
         raise RuntimeError("bug in a model adapter")
 
 
+async def _die_after(store: Store, conversation_id: str, steps: int) -> int:
+    """One attempt of the conversation's turn in a process that dies after journaling
+    ``steps`` more steps (the last one only started); its stalls count, as the claim saw."""
+    claimed, turn = await store.claim_and_begin(conversation_id, owner="dead", ttl=30)
+    assert claimed
+    assert turn is not None
+    seq = max((step.seq for step in turn.steps), default=0)
+    for _ in range(steps):
+        if turn.step(seq) is not None:
+            await store.finish_step(turn.id, seq, kind="tool_call", status="done", output={})
+        seq += 1
+        await store.begin_step(turn.id, seq, kind="tool_call", input={})
+    await store.release_lease(conversation_id, owner="dead")
+    return turn.stalls
+
+
+async def test_kills_between_which_the_turn_made_progress_do_not_use_it_up(
+    database: Database,
+) -> None:
+    """Twelve deaths in a row, each after the turn got further: the next attempt runs it
+    (stalls are counted at the same place only); a death at the place of the one before
+    counts one more."""
+    store, outbound = Store(database), RecordingOutbound()
+    runner = turn_runner(store, model=ScriptedModel(), outbound=outbound, system_prompt="s")
+    accepted = await store.accept_inbound(_message("1", "long task"))
+    assert [await _die_after(store, accepted.conversation_id, 1) for _ in range(12)] == [
+        0,
+        *[1] * 11,
+    ]
+    assert await _die_after(store, accepted.conversation_id, 0) == 1
+    assert await _die_after(store, accepted.conversation_id, 0) == 2
+    assert await _die_after(store, accepted.conversation_id, 1) == 3
+    assert await runner.run_conversation(accepted.conversation_id, owner="me", lease=30) == 1
+    turn = await store.load_turn(accepted.turn_id)
+    assert (turn.status, turn.error) == ("done", None)
+    assert not any("failed" in reply.text for reply in outbound.sent)
+
+
+async def test_a_turn_that_dies_at_the_same_step_every_time_is_given_up(
+    database: Database,
+) -> None:
+    """A step that kills its process every time: five attempts end there, and the sixth
+    tells the user instead of trying again."""
+    store, outbound = Store(database), RecordingOutbound()
+    runner = turn_runner(store, model=ScriptedModel(), outbound=outbound, system_prompt="s")
+    accepted = await store.accept_inbound(_message("1", "poison"))
+    await _die_after(store, accepted.conversation_id, 2)
+    assert [await _die_after(store, accepted.conversation_id, 0) for _ in range(4)] == [
+        1,
+        2,
+        3,
+        4,
+    ]
+    assert await runner.run_conversation(accepted.conversation_id, owner="me", lease=30) == 1
+    turn = await store.load_turn(accepted.turn_id)
+    assert turn.status == "failed"
+    assert "failed 5 times in a row" in outbound.sent[0].text
+
+
 async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
     database: Database,
 ) -> None:
