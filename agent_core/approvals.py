@@ -15,6 +15,7 @@ from agent_core.access import MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
 from agent_core.events import Edit, MessageRef, Reply
+from agent_core.faults import FaultPoints
 from agent_core.records import ApprovalDecision, ApprovalRecord, ApprovalStatus
 from agent_core.stores import ApprovalStore
 
@@ -43,11 +44,13 @@ class Approvals:
         *,
         admins: Collection[str],
         may_talk: MayTalk | None = None,
+        faults: FaultPoints | None = None,
     ) -> None:
         self._store = store
         self._outbound = outbound
         self._admins = frozenset(admins)
         self._may_talk = may_talk
+        self._faults = faults or FaultPoints()
 
     async def refusal(
         self, approval: ApprovalRecord, user: str, *, team: str | None = None
@@ -94,6 +97,7 @@ class Approvals:
         if decided is None:
             raise AlreadyDecided(approval_id)
         log.info("approval decided", approval_id=approval_id, status=status, user=user)
+        self._faults.hit("after_decision")
         await self._edit_prompt(decided)
         return decided
 

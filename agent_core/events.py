@@ -139,6 +139,9 @@ class Reply:
     # Structured content a platform may render richer than ``text`` (the ``jobs``
     # listing with its buttons); ``text`` always says the same in words.
     payload: dict[str, JsonValue] | None = None
+    # An earlier attempt may have sent it already (its intent is journaled, its receipt
+    # is not): a platform that can look its deliveries up does so before sending again.
+    resend: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +156,8 @@ class ApprovalPrompt:
     requested_by: str
     reply_to: str | None = None
     idempotency_key: str
+    # As for ``Reply``: an earlier attempt may have sent this prompt already.
+    resend: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -459,6 +459,7 @@ class TurnRunner:
             text=text,
             reply_to=turn.reply_to,
             idempotency_key=key,
+            resend=step is not None,
         )
         sending = tracing.reply_attributes(turn, seq, resent=step is not None)
         with tracing.span("chatgate.reply", sending):

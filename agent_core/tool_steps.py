@@ -193,17 +193,19 @@ class ToolRound:
                 self_approve=self._permissions.self_approve(request),
             )
             approval = await self._store.request_approval(turn, seq, asked)
-            return await self._await_decision(turn, approval, seq)
+            self._faults.hit("after_approval_request")
+            return await self._await_decision(turn, approval, seq, fresh=True)
         existing = await self._store.approval_for_step(turn.id, seq)
         if existing is None:  # the step exists only with its approval; never without
             return "denied"
-        return await self._await_decision(turn, existing, seq)
+        return await self._await_decision(turn, existing, seq, fresh=False)
 
     async def _recover(
         self, turn: TurnRecord, seq: int, call: ToolCallRequest, arguments: dict[str, Any]
     ) -> Verdict:
         """A non-idempotent call started and never finished: ask before running it again."""
         approval = await self._store.approval_for_step(turn.id, seq)
+        fresh = approval is None
         if approval is None and not fits(_json(arguments)):
             log.warning("tool outcome unknown; too long to ask about", tool=call.name, seq=seq)
             await self._store.finish_step(
@@ -232,15 +234,18 @@ class ToolRound:
                 call_id=call.id,
             )
             approval = await self._store.request_approval(turn, seq, asked)
-        verdict = await self._await_decision(turn, approval, None)
+        verdict = await self._await_decision(turn, approval, None, fresh=fresh)
         return "skipped" if verdict in ("denied", "expired") else verdict
 
     async def _await_decision(
-        self, turn: TurnRecord, approval: ApprovalRecord, seq: int | None
+        self, turn: TurnRecord, approval: ApprovalRecord, seq: int | None, *, fresh: bool
     ) -> Verdict:
+        """``fresh``: the approval was asked for just now, so its prompt cannot have been
+        sent yet; one found in the store may have been, by an attempt that died before
+        storing the receipt."""
         if approval.status == "pending":
             if approval.prompt_message_id is None:
-                waiting = await self._send_prompt(turn, approval)
+                waiting = await self._send_prompt(turn, approval, resend=not fresh)
             else:
                 waiting = await self._store.suspend_turn(turn.id, approval.id)
             if waiting:
@@ -263,7 +268,9 @@ class ToolRound:
             return "run"
         return "expired" if approval.status == "expired" else "denied"
 
-    async def _send_prompt(self, turn: TurnRecord, approval: ApprovalRecord) -> bool:
+    async def _send_prompt(
+        self, turn: TurnRecord, approval: ApprovalRecord, *, resend: bool
+    ) -> bool:
         """Send the prompt; True when the turn now waits, False when it was decided
         already (a person can press as soon as the prompt shows)."""
         if self._observer:
@@ -276,8 +283,10 @@ class ToolRound:
             requested_by=turn.user,
             reply_to=turn.reply_to,
             idempotency_key=f"{turn.id}:{approval.seq}:prompt",
+            resend=resend,
         )
         receipt = await self._outbound.send(prompt)
+        self._faults.hit("after_prompt_send")
         waiting = await self._store.approval_prompt_sent(
             approval.id, turn_id=turn.id, receipt=receipt
         )

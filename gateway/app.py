@@ -172,7 +172,9 @@ def build_app(
                 pairing_ttl=timedelta(minutes=settings.pairing_minutes),
                 max_pending=settings.pairing_max_pending,
             )
-            approvals = Approvals(store, outbound, admins=settings.admins, may_talk=gate.may_talk)
+            approvals = Approvals(
+                store, outbound, admins=settings.admins, may_talk=gate.may_talk, faults=faults
+            )
             owner = process_owner()
 
             async def work(conversation_id: str) -> int:

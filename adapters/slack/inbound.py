@@ -49,7 +49,9 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
     def __init__(self, settings: Settings, hooks: GatewayHooks | None = None) -> None:
         assert settings.slack_bot_token is not None
         self.sender = SlackSender(
-            settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url
+            settings.slack_bot_token.get_secret_value(),
+            base_url=settings.slack_api_url,
+            faults=hooks.faults if hooks is not None else None,
         )
         self._settings = settings
         self._hooks = hooks

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import structlog
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -18,28 +20,50 @@ from adapters.slack.parse import bare_user
 from adapters.slack.render import approval_blocks, jobs_blocks
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.faults import FaultPoints
 from agent_core.journaled import JobsListing
+
+log = structlog.get_logger("chatgate.slack")
 
 
 @contextlib.contextmanager
 def _delivered() -> Iterator[None]:
     """Slack's refusals as ours (the error code, e.g. ``channel_not_found``)."""
-    from slack_sdk.errors import SlackApiError
-
     try:
         yield
     except SlackApiError as exc:
         raise DeliveryError(f"slack: {exc.response.get('error', exc)}") from exc
 
 
+DELIVERY_EVENT = "chatgate_delivery"
+"""The ``event_type`` of the message metadata every message chatgate posts carries: its
+``event_payload`` holds the delivery key, so a resend can find what was posted already."""
+# How many messages back a resend looks for its earlier delivery (two pages).
+_LOOKUP_LIMIT = 400
+
+
+def delivery_metadata(key: str) -> dict[str, object]:
+    """The message metadata naming a delivery (a reply's chunk, a prompt)."""
+    return {"event_type": DELIVERY_EVENT, "event_payload": {"key": key}}
+
+
 class SlackSender:
     """The send-only client: posts replies and prompts, edits prompts; no live connection.
 
     429s are retried after Slack's ``Retry-After`` inside the one request that got it, so
-    other conversations keep going meanwhile.
+    other conversations keep going meanwhile. Every message carries its delivery key in
+    its metadata; a resend (``resend``: the journal has the intent but no receipt) first
+    looks for those keys after the triggering message and posts only what is missing.
     """
 
-    def __init__(self, token: str, *, base_url: str, max_rate_limit_retries: int = 3) -> None:
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str,
+        max_rate_limit_retries: int = 3,
+        faults: FaultPoints | None = None,
+    ) -> None:
         self.client = AsyncWebClient(
             token=token,
             base_url=base_url,
@@ -48,6 +72,8 @@ class SlackSender:
                 AsyncRateLimitErrorRetryHandler(max_retry_count=max_rate_limit_retries),
             ],
         )
+        self._faults = faults or FaultPoints()
+        self._warned_lookup = False
 
     async def open(self) -> None:
         """Share one HTTP session (and its kept-alive connections) across every call,
@@ -70,34 +96,95 @@ class SlackSender:
         """Post in the conversation's thread (long text in several messages); the receipt
         is the first message's ``ts``."""
         conversation = reply.conversation
+        messages: list[dict[str, object]]
+        if isinstance(reply, ApprovalPrompt):
+            messages = [{"text": f"Allow {reply.tool}?", "blocks": approval_blocks(reply)}]
+        elif (listing := JobsListing.from_payload(reply.payload)) is not None:
+            messages = [
+                {
+                    "text": escape_slack(reply.text)[:SLACK_LIMIT],
+                    "blocks": jobs_blocks(reply.text, listing.jobs),
+                }
+            ]
+        else:
+            messages = [
+                {"text": chunk, "unfurl_links": False}
+                for chunk in split_message(to_slack_mrkdwn(reply.text), SLACK_LIMIT)
+            ]
+        keys = [f"{reply.idempotency_key}:{index}" for index in range(len(messages))]
+        posted = await self._posted(conversation, reply.reply_to, keys) if reply.resend else {}
+        receipts: list[str] = []
         with _delivered():
-            if isinstance(reply, ApprovalPrompt):
+            for key, message in zip(keys, messages, strict=True):
+                if key in posted:
+                    receipts.append(posted[key])
+                    continue
                 response = await self.client.chat_postMessage(
                     channel=conversation.channel,
                     thread_ts=conversation.thread,
-                    text=f"Allow {reply.tool}?",
-                    blocks=approval_blocks(reply),
-                )
-                return str(response["ts"])
-            listing = JobsListing.from_payload(reply.payload)
-            if listing is not None:
-                response = await self.client.chat_postMessage(
-                    channel=conversation.channel,
-                    thread_ts=conversation.thread,
-                    text=escape_slack(reply.text)[:SLACK_LIMIT],
-                    blocks=jobs_blocks(reply.text, listing.jobs),
-                )
-                return str(response["ts"])
-            receipts: list[str] = []
-            for chunk in split_message(to_slack_mrkdwn(reply.text), SLACK_LIMIT):
-                response = await self.client.chat_postMessage(
-                    channel=conversation.channel,
-                    thread_ts=conversation.thread,
-                    text=chunk,
-                    unfurl_links=False,
+                    metadata=delivery_metadata(key),
+                    **message,  # type: ignore[arg-type]
                 )
                 receipts.append(str(response["ts"]))
+                if len(receipts) < len(messages):
+                    self._faults.hit("after_chunk_sent")
         return receipts[0]
+
+    async def _posted(
+        self, conversation: ConversationKey, after: str | None, keys: list[str]
+    ) -> dict[str, str]:
+        """Which of ``keys`` are posted already, by ``ts``: read back from the thread (or
+        the channel) after the triggering message, with every message's metadata. A lookup
+        Slack refuses (no ``*:history`` scope, say) finds nothing, so the send goes ahead:
+        without the scopes a crash at the wrong moment can still mean a duplicate."""
+        wanted = set(keys)
+        found: dict[str, str] = {}
+        seen = 0
+        cursor: str | None = None
+        try:
+            while seen < _LOOKUP_LIMIT:
+                page: dict[str, object] = {
+                    "channel": conversation.channel,
+                    "include_all_metadata": True,
+                    "limit": 200,
+                }
+                if after:
+                    page["oldest"] = after
+                if cursor:
+                    page["cursor"] = cursor
+                if conversation.thread:
+                    response = await self.client.conversations_replies(
+                        ts=conversation.thread,
+                        **page,  # type: ignore[arg-type]
+                    )
+                else:
+                    response = await self.client.conversations_history(**page)  # type: ignore[arg-type]
+                batch = response.get("messages") or []
+                seen += len(batch)
+                for message in batch:
+                    metadata = message.get("metadata") or {}
+                    if metadata.get("event_type") != DELIVERY_EVENT:
+                        continue
+                    key = (metadata.get("event_payload") or {}).get("key")
+                    if key in wanted and message.get("ts"):
+                        found[str(key)] = str(message["ts"])
+                if wanted <= found.keys():
+                    break
+                cursor = (response.get("response_metadata") or {}).get("next_cursor")
+                if not response.get("has_more") or not cursor:
+                    break
+        except SlackApiError as exc:
+            if not self._warned_lookup:
+                self._warned_lookup = True
+                log.warning(
+                    "could not look for an earlier delivery before resending; sending anyway "
+                    "(add the *:history scopes so a resend after a crash is never a duplicate)",
+                    error=exc.response.get("error"),
+                )
+            return found
+        if found:
+            log.info("found earlier deliveries; not posting them again", keys=sorted(found))
+        return found
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message (a decided prompt loses its buttons)."""

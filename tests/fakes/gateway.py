@@ -137,6 +137,25 @@ class GatewayProcess:
         assert self.process is not None
         return self.process.wait(timeout)
 
+    def exit_or_settled(self, conversation_id: str, *, timeout: float = 30) -> int | None:
+        """The exit code once the process ended, or None once it runs with no open turn
+        in the conversation (see ``wait_settled``)."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                return code
+            try:
+                url = f"{self.url}/api/conversations/{conversation_id}/messages"
+                status, body = http("GET", url, timeout=2)
+            except OSError:
+                status, body = 0, None
+            if status == 200 and body["open_turns"] == 0:
+                return None
+            time.sleep(0.05)
+        raise AssertionError(f"neither exited nor settled in {timeout}s:\n{self.log}")
+
     def kill(self) -> None:
         """SIGKILL the whole process group: no cleanup, no drain."""
         if self.process is not None and self.process.poll() is None:

@@ -1,8 +1,11 @@
 """A fake Slack Web API on 127.0.0.1 (``SLACK_API_URL``), and Slack's request signing.
 
-``POST /api/{method}`` answers what the real slack_sdk and slack-bolt call (``auth.test``,
-``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``) and records every call. It
-can answer the next N ``chat.postMessage`` calls with 429 and ``Retry-After``.
+``/api/{method}`` answers what the real slack_sdk and slack-bolt call (``auth.test``,
+``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``, ``conversations.replies``,
+``conversations.history``) and records every call. Posted messages are kept per channel
+with their metadata, which the two reads return only with ``include_all_metadata``, as
+Slack does. It can answer the next N ``chat.postMessage`` calls with 429 and
+``Retry-After``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ def signed_headers(
     }
 
 
+def posted_ts(n: int) -> str:
+    """The ts the fake gives the ``n``th message posted (from 1): later than any message
+    the tests send in, as a real message posted in answer is."""
+    return f"1800000000.{n:06d}"
+
+
 class FakeSlack(LoopbackServer):
     """The server; use as a context manager. ``calls`` holds (method, arguments)."""
 
@@ -55,6 +64,8 @@ class FakeSlack(LoopbackServer):
         self._outbox: asyncio.Queue[dict[str, Any]] | None = None
         self.connections = 0
         self._ts = itertools.count(1)
+        # Every message posted, in order: {channel, ts, thread_ts, text, metadata}.
+        self.messages: list[dict[str, Any]] = []
 
     @property
     def api_url(self) -> str:
@@ -91,6 +102,7 @@ class FakeSlack(LoopbackServer):
     def routes(self, app: web.Application) -> None:
         """The Web API and the Socket Mode WebSocket."""
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/link", self._socket)
 
     async def started(self) -> None:
@@ -131,6 +143,7 @@ class FakeSlack(LoopbackServer):
             arguments: dict[str, Any] = json.loads(raw or "{}")
         else:
             arguments = dict(parse_qsl(raw))
+        arguments |= dict(request.query)
         if method == "chat.postMessage" and self.rate_limit_next > 0:
             self.rate_limit_next -= 1
             self.record("ratelimited", arguments)
@@ -144,8 +157,62 @@ class FakeSlack(LoopbackServer):
                 headers={"X-OAuth-Scopes": self.scopes},
             )
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
-            ts = arguments.get("ts") or f"1700000000.{next(self._ts):06d}"
+            ts = arguments.get("ts") or posted_ts(next(self._ts))
+            if method == "chat.postMessage":
+                metadata = arguments.get("metadata")
+                self.messages.append(
+                    {
+                        "channel": arguments.get("channel"),
+                        "ts": ts,
+                        "thread_ts": arguments.get("thread_ts"),
+                        "text": arguments.get("text"),
+                        "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
+                    }
+                )
             return web.json_response(
                 {"ok": True, "channel": arguments.get("channel"), "ts": ts, "message_ts": ts}
             )
+        if method in ("conversations.replies", "conversations.history"):
+            if "channels:history" not in self.scopes.split(","):
+                return web.json_response(
+                    {"ok": False, "error": "missing_scope", "needed": "channels:history"}
+                )
+            return web.json_response(self._read(method, arguments))
         return web.json_response({"ok": False, "error": "unknown_method"})
+
+    def thread(self, channel: str, thread_ts: str | None) -> list[dict[str, Any]]:
+        """The messages posted in a thread (or, for None, at the channel's top level)."""
+        return [m for m in self.messages if m["channel"] == channel and m["thread_ts"] == thread_ts]
+
+    def _read(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``conversations.replies`` (oldest first) or ``.history`` (newest first), one page
+        of ``limit`` after ``oldest``, metadata only when asked for."""
+        thread = arguments.get("ts") if method == "conversations.replies" else None
+        found = [
+            m
+            for m in self.thread(str(arguments.get("channel")), thread)
+            if float(m["ts"]) > float(arguments.get("oldest") or 0)
+        ]
+        if method == "conversations.history":
+            found.reverse()
+        start = int(arguments.get("cursor") or 0)
+        limit = int(arguments.get("limit") or 100)
+        page = found[start : start + limit]
+        metadata = str(arguments.get("include_all_metadata")).lower() in ("true", "1")
+        messages = [
+            {
+                "type": "message",
+                "ts": m["ts"],
+                "thread_ts": m["thread_ts"],
+                "text": m["text"],
+                **({"metadata": m["metadata"]} if metadata and m["metadata"] else {}),
+            }
+            for m in page
+        ]
+        more = start + limit < len(found)
+        return {
+            "ok": True,
+            "messages": messages,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }

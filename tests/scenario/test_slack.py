@@ -15,7 +15,14 @@ import pytest
 
 from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.slack_server import APP_TOKEN, BOT_USER, TEAM, FakeSlack, signed_headers
+from tests.fakes.slack_server import (
+    APP_TOKEN,
+    BOT_USER,
+    TEAM,
+    FakeSlack,
+    posted_ts,
+    signed_headers,
+)
 from tests.scenario.test_tool_crashes import tool_call
 
 # About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
@@ -189,7 +196,7 @@ def test_an_approval_is_pressed_in_slack_and_the_tool_runs_once(
 
 def prompt_ts(slack: FakeSlack) -> str:
     """The ts the fake gave the first posted message (the prompt)."""
-    return "1700000000.000001"
+    return posted_ts(1)
 
 
 def test_a_rate_limited_reply_still_arrives(
@@ -383,7 +390,7 @@ def test_jobs_in_slack_has_buttons_that_pause_and_resume(
     [buttons] = [a["elements"] for a in actions]
     assert [b["text"]["text"] for b in buttons] == ["Pause", "Delete"]
     schedule_id = buttons[0]["value"]
-    ts = "1700000000.000002"  # what the fake answered for the listing
+    ts = posted_ts(2)  # what the fake answered for the listing
     # Someone else may not pause it.
     assert _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0MALLORY", ts=ts) == 200
     [refusal] = slack.wait_for("chat.postEphemeral", 1)

@@ -8,6 +8,7 @@ approval survives the restart and runs its tool once when approved.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -60,11 +61,14 @@ decision = "allow"
     process.stop()
 
 
-def _crash_and_restart(gateway: GatewayProcess, point: str, text: str) -> str:
+def _crash_and_restart(
+    gateway: GatewayProcess, point: str, text: str, *, keep_fault: bool = False
+) -> str:
     gateway.start(CHATGATE_TEST_FAULT=point)
     accepted = gateway.post("ops", text, id="m-1")
     assert gateway.wait_exit() == -9, gateway.log
-    gateway.start(CHATGATE_TEST_FAULT="")
+    with contextlib.suppress(AssertionError):  # with the fault kept, it may die at once
+        gateway.start(CHATGATE_TEST_FAULT=point if keep_fault else "")
     return str(accepted["conversation_id"])
 
 
@@ -191,3 +195,32 @@ def test_a_waiting_approval_survives_a_restart(
     assert [i["text"] for i in items if i["role"] == "assistant"] == ["Logged the date."]
     assert _effects(tmp_path, conversation) == 1
     assert len(model_server.requests) == 2
+
+
+def test_a_tool_step_that_kills_the_process_every_time_is_given_up_with_a_message(
+    gateway: GatewayProcess, model_server: FakeModelServer, echo: EchoServer
+) -> None:
+    """The process dies at the same step of the same turn on every start: five attempts
+    end there, and the sixth start tells the user instead of dying again (and goes on
+    serving)."""
+    model_server.script(
+        tool_call("http_request", {"method": "GET", "url": f"http://{echo.host}/status"}),
+        "the next message is answered",
+    )
+    conversation = _crash_and_restart(
+        gateway, "after_tool_intent", "is the API up?", keep_fault=True
+    )
+    deaths = 1
+    while gateway.exit_or_settled(conversation) == -9:
+        deaths += 1
+        assert deaths <= 6, gateway.log
+        with contextlib.suppress(AssertionError):  # it may die before it is ready
+            gateway.start(CHATGATE_TEST_FAULT="after_tool_intent")
+    items = gateway.wait_settled(conversation)
+    assert deaths == 5
+    assert "failed 5 times in a row" in items[-1]["text"]
+    assert echo.requests == []
+    assert len(model_server.requests) == 1
+    accepted = gateway.post("ops", "and now?", id="m-2")
+    items = gateway.wait_settled(str(accepted["conversation_id"]))
+    assert items[-1]["text"] == "the next message is answered"
