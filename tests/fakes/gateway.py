@@ -103,6 +103,11 @@ class GatewayProcess:
 
     def start(self, *, command: str = "gateway", **overrides: str) -> None:
         """Start and wait until /readyz answers 200."""
+        self.launch(command=command, **overrides)
+        self.wait_ready()
+
+    def launch(self, *, command: str = "gateway", **overrides: str) -> None:
+        """Start it, without waiting for it to be ready."""
         self.starts += 1
         with (self.workdir / "gateway.log").open("ab") as log:
             log.write(f"--- start {self.starts} ---\n".encode())
@@ -115,7 +120,6 @@ class GatewayProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.wait_ready()
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Poll /readyz; fail with the log if the process dies or never gets ready."""

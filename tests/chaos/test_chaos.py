@@ -1,0 +1,27 @@
+"""The short chaos run in ``make test``: about 25 kills and one crash of PostgreSQL and of
+Redis (``make chaos`` is the long one). Its figures line is printed for CI's log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import Chaos, Plan, failures, table
+from tests.conftest import BACKEND
+
+# It brings its own PostgreSQL and Redis: one pass is enough (the PostgreSQL one).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(BACKEND != "postgresql", reason="runs once, in the PostgreSQL pass"),
+]
+
+
+def test_random_kills_and_outages_lose_and_repeat_nothing(tmp_path: Path) -> None:
+    figures = Chaos(Plan(seconds=55, kill_every=(1.2, 2.8), conversations=3), tmp_path).run()
+    print(f"\nCHAOS FIGURES {json.dumps(figures, sort_keys=True)}\n{table(figures)}")
+    assert failures(figures) == [], figures
+    assert figures["kills"] >= 20, figures
+    assert figures["postgres_restarts"] == figures["redis_restarts"] == 1
