@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench soak lock clean
+.PHONY: run test lint pytest pytest-sqlite pytest-postgres bench soak chaos lock clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "chatgate needs Python 3.11 or newer; set PYTHON=python3.11")'
@@ -61,6 +61,14 @@ pytest-postgres: $(VENV)/.installed-test
 soak: $(VENV)/.installed-test
 	CHATGATE_TEST_DATABASE=postgresql CHATGATE_SOAK_MESSAGES=2000 CHATGATE_SOAK_CONVERSATIONS=50 \
 		$(BIN)/pytest -p no:cacheprovider -s tests/scenario/test_scale_out.py
+
+## chaos: 2 gateways, 2 workers, 2 beats on a PostgreSQL and a Redis of their own, Slack,
+## Telegram and web traffic, a random process SIGKILLed every few seconds for 10 minutes
+## (200+ kills), database and broker crashes, model 429s and hangs; prints its figures
+## (CHATGATE_CHAOS_SECONDS, CHATGATE_CHAOS_CONVERSATIONS, CHATGATE_CHAOS_SEED change it)
+chaos: $(VENV)/.installed-test
+	scripts/ensure-bubblewrap
+	$(BIN)/python -m tests.chaos
 
 ## bench: benchmarks that print ratios against a baseline run side by side
 bench: $(VENV)/.installed-test

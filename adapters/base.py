@@ -23,8 +23,10 @@ Errors (raised by adapters, mapped to HTTP statuses and exit codes by the gatewa
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
@@ -147,6 +149,77 @@ class GatewayHooks:
     faults: FaultPoints
 
 
+class Hearing:
+    """What an adapter knows of its inbound side, for ``/readyz``, metrics, the log and
+    ``chatgate doctor``: whether its connection is up (None where there is none to hold,
+    or another process holds it), when it last received an event, and since when it has
+    been deaf (disconnected, or silent while the platform holds updates for it)."""
+
+    def __init__(self) -> None:
+        self.connected: bool | None = None
+        self.last_event_at: float | None = None
+        self.deaf_since: float | None = None
+        self.reason: str | None = None
+
+    def heard(self) -> None:
+        """An event arrived."""
+        self.last_event_at = time.time()
+
+    def connected_now(self) -> None:
+        """The connection is up: hearing."""
+        self.connected = True
+        self.hears()
+
+    def disconnected(self, reason: str) -> None:
+        """The connection is down: deaf since the first time it was said."""
+        self.connected = False
+        self.silent(reason)
+
+    def silent(self, reason: str) -> None:
+        """Deaf for ``reason`` (nothing arrives although the platform has updates)."""
+        if self.deaf_since is None:
+            self.deaf_since = time.time()
+        self.reason = reason
+
+    def hears(self) -> None:
+        """Not deaf (any more)."""
+        self.deaf_since = None
+        self.reason = None
+
+    def released(self) -> None:
+        """This process holds no connection (another may): nothing to say."""
+        self.connected = None
+        self.hears()
+
+    def snapshot(self) -> dict[str, object]:
+        """As JSON for ``/readyz``."""
+        return {
+            "connected": self.connected,
+            "last_event_at": _iso(self.last_event_at),
+            "deaf_since": _iso(self.deaf_since),
+            "reason": self.reason,
+        }
+
+
+def _iso(at: float | None) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+def heard(sink: EventSink, hearing: Hearing) -> EventSink:
+    """``sink``, noting in ``hearing`` that each event arrived."""
+
+    async def forward(
+        event: InboundMessage | ButtonPress,
+        *,
+        deadline: float | None = None,
+        refuse: Refuse | None = None,
+    ) -> Accepted | None:
+        hearing.heard()
+        return await sink(event, deadline=deadline, refuse=refuse)
+
+    return forward
+
+
 class ChatAdapter(Protocol):
     """One chat platform: its outbound client, and where its events come in from.
 
@@ -189,6 +262,11 @@ class ChatAdapter(Protocol):
     def ready(self) -> str | None:
         """None when the adapter receives (or another process does, for a connection only
         one may hold), else why not (``/readyz`` answers 503 with it)."""
+        ...
+
+    @property
+    def hearing(self) -> Hearing:
+        """Its inbound side's state (connection, last event, deaf since)."""
         ...
 
     async def check(self) -> Check:

@@ -7,7 +7,7 @@ import asyncio
 
 from aiohttp import web
 
-from adapters.base import Check, EventSink, Refuse, SenderLifecycle
+from adapters.base import Check, EventSink, Hearing, Refuse, SenderLifecycle
 from agent_core.events import ButtonPress, InboundMessage, Platform
 from agent_core.records import Accepted
 from agent_core.testing import RecordingOutbound
@@ -43,6 +43,7 @@ class FakeAdapter(SenderLifecycle[RecordingSender]):
         self.stopped = False
         # What ready() answers: None when ready.
         self.not_ready: str | None = None
+        self.hearing = Hearing()
 
     @property
     def platform(self) -> Platform:

@@ -171,6 +171,14 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(
         20.0, ge=0, validation_alias=AliasChoices("CHATGATE_DRAIN_SECONDS", "drain_seconds")
     )
+    # How often a gateway asks a webhook platform whether updates wait for it (Telegram's
+    # getWebhookInfo), how long silence with updates waiting makes it deaf, and how often
+    # a deaf platform is logged.
+    deaf_check_seconds: float = Field(
+        60.0,
+        ge=1,
+        validation_alias=AliasChoices("CHATGATE_DEAF_CHECK_SECONDS", "deaf_check_seconds"),
+    )
     # run_command's boundary: auto (bwrap, else a container engine, else not offered),
     # bwrap, container, or none (a plain subprocess: no boundary; warned about).
     sandbox: Literal["auto", "bwrap", "container", "none"] = Field(

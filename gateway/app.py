@@ -234,7 +234,7 @@ def build_app(
                 commands=commands,
             )
             app[RUNTIME] = runtime
-            platforms.start(runtime.stopping)
+            platforms.start(runtime.stopping, report_every=settings.deaf_check_seconds)
             sweeper = asyncio.create_task(
                 _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
             )

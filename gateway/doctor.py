@@ -200,6 +200,38 @@ def _faults(settings: Settings) -> Check | None:
     )
 
 
+async def _hearing(settings: Settings) -> list[Check]:
+    """What the gateway running here (``CHATGATE_HOST``:``CHATGATE_PORT``) hears from
+    each platform: deaf since when and why, or when its last event came."""
+    import aiohttp
+
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    url = f"http://{host}:{settings.port}/readyz"
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session,
+            session.get(url) as response,
+        ):
+            body = await response.json()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return [Check("hearing", "ok", f"no gateway answers at {url}: nothing to ask")]
+    checks = []
+    for platform, hearing in sorted((body.get("platforms") or {}).items()):
+        if hearing.get("deaf_since"):
+            checks.append(
+                Check(
+                    f"{platform} inbound",
+                    "WARN",
+                    f"deaf since {hearing['deaf_since']}: {hearing.get('reason')}",
+                    "see the gateway log ('platform deaf') and the platform's own status",
+                )
+            )
+        else:
+            last = hearing.get("last_event_at") or "none since the gateway started"
+            checks.append(Check(f"{platform} inbound", "ok", f"hearing; last event {last}"))
+    return checks
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are printed."""
     checks = [
@@ -220,4 +252,5 @@ async def run_checks(settings: Settings) -> list[Check]:
         async with adapter:
             checks.append(await adapter.check())
     checks.append(await _model(settings))
+    checks += await _hearing(settings)
     return checks

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from adapters.base import Hearing
 from agent_core.events import utcnow
 from agent_core.journaled import ModelCallOutput
 from agent_core.records import ApprovalRecord, TurnRecord, TurnStatus
@@ -127,10 +130,40 @@ class Metrics:
         self.turns_in_flight = Gauge(
             "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
         )
+        self.platform_connected = Gauge(
+            "chatgate_platform_connected",
+            "1 while this process's connection to the platform is up, 0 while it is down "
+            "(absent where this process holds none).",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.platform_deaf = Gauge(
+            "chatgate_platform_deaf",
+            "1 while the platform is deaf here: disconnected, or silent while updates wait.",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.platform_last_event = Gauge(
+            "chatgate_platform_last_event_timestamp_seconds",
+            "When this process last received an event from the platform (Unix time).",
+            ["platform"],
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+    def platforms_seen(self, hearings: Mapping[str, Hearing]) -> None:
+        """Set each platform's gauges from its adapter's hearing."""
+        for platform, hearing in hearings.items():
+            if platform == "web":
+                continue
+            self.platform_deaf.labels(platform).set(0 if hearing.deaf_since is None else 1)
+            if hearing.connected is not None:
+                self.platform_connected.labels(platform).set(int(hearing.connected))
+            if hearing.last_event_at is not None:
+                self.platform_last_event.labels(platform).set(hearing.last_event_at)
 
     def jobs_seen(self, depth: dict[str, int], lag: float) -> None:
         """Set the job gauges from a count by status and the oldest due job's wait."""

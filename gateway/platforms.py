@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from adapters.base import ChatAdapter, GatewayHooks, Refuse
+from adapters.base import ChatAdapter, GatewayHooks, Hearing, Refuse
 from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
 from agent_core.errors import ApprovalError, ScheduleActionError
@@ -24,7 +24,7 @@ from agent_core.faults import FaultPoints
 from agent_core.records import Accepted, ApprovalDecision
 from agent_core.scheduling.service import ScheduleAction
 from gateway.inbound import refusal
-from gateway.routes import add_platform_check
+from gateway.routes import PLATFORM_HEARING, add_platform_check
 from gateway.runtime import RUNTIME, Runtime
 from gateway.singleton import Holder
 
@@ -213,6 +213,8 @@ class Platforms:
         for adapter in self.adapters.values():
             adapter.mount(app.router, self.sink)
             add_platform_check(app, adapter.ready)
+        hearings: dict[str, Hearing] = {p: a.hearing for p, a in self.adapters.items()}
+        app[PLATFORM_HEARING] = hearings
         taken = {r.canonical for r in app.router.resources()}
         for path, message in UNCONFIGURED_ROUTES.items():
             if path not in taken:
@@ -223,14 +225,33 @@ class Platforms:
         for adapter in self.adapters.values():
             await stack.enter_async_context(adapter)
 
-    def start(self, stopping: asyncio.Event) -> None:
-        """Receive: each adapter's long-lived connection, as a task."""
+    def start(self, stopping: asyncio.Event, *, report_every: float) -> None:
+        """Receive: each adapter's long-lived connection, as a task; and say in the log,
+        every ``report_every`` seconds, which platform is deaf."""
         for platform, adapter in self.adapters.items():
             self._running.append(
                 asyncio.create_task(
                     _receive(adapter, self.sink, stopping), name=f"adapter:{platform}"
                 )
             )
+        self._running.append(
+            asyncio.create_task(self._report(stopping, report_every), name="deafness")
+        )
+
+    async def _report(self, stopping: asyncio.Event, every: float) -> None:
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(every):
+                    await stopping.wait()
+            for platform, adapter in self.adapters.items():
+                hearing = adapter.hearing
+                if hearing.deaf_since is not None:
+                    log.warning(
+                        "platform deaf",
+                        platform=platform,
+                        since=hearing.snapshot()["deaf_since"],
+                        reason=hearing.reason,
+                    )
 
     async def stop(self) -> None:
         """Stop receiving (what was fetched and not stored is fetched again next time),

@@ -11,7 +11,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 
-from adapters.base import BadRequest
+from adapters.base import BadRequest, Hearing
 from adapters.http import MAX_BODY, json_error
 from adapters.payloads import load_json, same_secret
 from agent_core.errors import StorageError
@@ -63,6 +63,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 PLATFORM_CHECKS = web.AppKey("platform_checks", list[Callable[[], str | None]])
 """Each configured platform's readiness: None when connected, else why not."""
+PLATFORM_HEARING = web.AppKey("platform_hearing", dict[str, Hearing])
+"""Each configured platform's inbound side (connection, last event, deaf since)."""
 
 
 def add_platform_check(app: web.Application, check: Callable[[], str | None]) -> None:
@@ -84,11 +86,17 @@ async def readyz(request: web.Request) -> web.Response:
         log.warning("readiness: the database does not answer", error=str(exc) or "timed out")
         reason = "database: timed out" if isinstance(exc, TimeoutError) else "database: down"
         return web.json_response({"ready": False, "reason": reason}, status=503)
+    platforms = {
+        name: hearing.snapshot()
+        for name, hearing in request.app.get(PLATFORM_HEARING, {}).items()
+        if name != "web"
+    }
     for check in request.app.get(PLATFORM_CHECKS, ()):
         problem = check()
         if problem is not None:
-            return web.json_response({"ready": False, "reason": problem}, status=503)
-    return web.json_response({"ready": True})
+            body = {"ready": False, "reason": problem, "platforms": platforms}
+            return web.json_response(body, status=503)
+    return web.json_response({"ready": True, "platforms": platforms})
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -107,6 +115,8 @@ async def metrics(request: web.Request) -> web.Response:
             runtime.metrics.jobs_seen(*await runtime.store.job_depth())
     except (TimeoutError, StorageError):
         pass  # the other metrics still answer
+    hearings: dict[str, Hearing] = request.app.get(PLATFORM_HEARING, {})
+    runtime.metrics.platforms_seen(hearings)
     body = runtime.metrics.render()
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 

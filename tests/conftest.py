@@ -25,7 +25,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agent_core.storage.database import Database
+from tests.fakes import gateway as gateway_fakes
 from tests.fakes import netguard
+from tests.fakes.forkserver import start_server
+from tests.fakes.gateway import child_env
 from tests.fakes.model_server import FakeModelServer
 
 BACKEND = os.environ.get("CHATGATE_TEST_DATABASE", "sqlite")
@@ -47,6 +50,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if leave:
         config.hook.pytest_deselected(items=leave)
         items[:] = keep
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Start chatgate subprocesses by forking one that imported everything once (see
+    tests/fakes/forkserver.py); ``CHATGATE_TEST_FORK_SERVER=0`` starts each from scratch."""
+    if os.environ.get("CHATGATE_TEST_FORK_SERVER") == "0":
+        yield
+        return
+    root = tmp_path_factory.mktemp("forkserver")
+    path = root / "socket"
+    server = start_server(path, child_env(), root / "forkserver.log")
+    gateway_fakes.FORK_SERVER = str(path)
+    try:
+        yield
+    finally:
+        gateway_fakes.FORK_SERVER = None
+        server.kill()
+        server.wait(10)
 
 
 @pytest.fixture(autouse=True)

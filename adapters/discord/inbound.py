@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from adapters.base import Check, EventSink, GatewayHooks, Lock, SenderLifecycle
+from adapters.base import Check, EventSink, GatewayHooks, Hearing, Lock, SenderLifecycle
 from adapters.discord.parse import MessageFacts, attachment, button_press, inbound
 from adapters.discord.render import button_class
 from adapters.discord.send import DiscordSender, point_at
@@ -108,6 +108,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         self._hooks = hooks
         self.client: Any = None
         self._lock: Lock | None = None
+        self.hearing = Hearing()
         self._typing: dict[int, asyncio.Task[None]] = {}
         # Interactions handled lately: Discord replays events missed before a RESUME, and
         # an interaction may be answered only once.
@@ -128,6 +129,8 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         holding = self._lock is not None and self._lock.holding
         if holding and (self.client is None or not self.client.is_ready()):
             return "discord: gateway not connected yet"
+        if holding and self.hearing.connected is False:
+            return self.hearing.reason or "discord: gateway disconnected"
         return None
 
     async def check(self) -> Check:
@@ -157,8 +160,20 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
 
             async def on_ready(self) -> None:
                 log.info("discord connected", bot=str(self.user), guilds=len(self.guilds))
+                outer.hearing.connected_now()
+
+            async def on_resumed(self) -> None:
+                log.info("discord session resumed")
+                outer.hearing.connected_now()
+
+            async def on_disconnect(self) -> None:
+                # discord.py reconnects (and resumes) with backoff by itself.
+                if outer.hearing.connected:
+                    log.warning("discord gateway connection lost; reconnecting")
+                outer.hearing.disconnected("discord: gateway disconnected (reconnecting)")
 
             async def on_message(self, message: discord.Message) -> None:
+                outer.hearing.heard()
                 await outer.on_message(message, sink)
 
             async def chatgate_press(self, interaction: discord.Interaction, custom: str) -> None:
@@ -244,6 +259,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         assert token is not None
         client = self._build(sink)
         self.client = client
+        self.hearing.connected = False
         try:
             await client.login(token.get_secret_value())
             self.sender.use(client)
@@ -258,6 +274,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             )
             await asyncio.Event().wait()
         finally:
+            self.hearing.released()
             for task in list(self._typing.values()):
                 task.cancel()
             self.sender.forget(client)

@@ -9,6 +9,7 @@ told not to verify again. Socket Mode requests come over the authenticated socke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import re
@@ -24,8 +25,10 @@ from adapters.base import (
     Check,
     EventSink,
     GatewayHooks,
+    Hearing,
     Lock,
     SenderLifecycle,
+    heard,
 )
 from adapters.http import json_error, too_large
 from adapters.payloads import load_form, load_json, same_secret
@@ -58,13 +61,13 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
         secret = settings.slack_signing_secret
         self._signing_secret = secret.get_secret_value() if secret is not None else None
         self._lock: Lock | None = None
-        self._connected = False
+        self.hearing = Hearing()
         self._bolt_app: Any = None
 
     def _bolt(self, sink: EventSink) -> Any:
         """One bolt app for HTTP and Socket Mode alike."""
         if self._bolt_app is None:
-            self._bolt_app = build_bolt(self.sender, sink)
+            self._bolt_app = build_bolt(self.sender, heard(sink, self.hearing))
         return self._bolt_app
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
@@ -123,22 +126,43 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             handler: Any = AsyncSocketModeHandler(bolt, app_token)
+            self.hearing.connected = False
             try:
                 await handler.connect_async()
-                self._connected = True
+                self.hearing.connected_now()
                 log.info("slack socket mode connected")
-                await stopping.wait()
+                await self._watch(handler.client, stopping)
             finally:
-                self._connected = False
+                self.hearing.released()
                 await handler.close_async()
 
         self._lock = self._hooks.lock("slack-socket")
         await self._lock.serve(session, stopping)
 
+    async def _watch(self, client: Any, stopping: asyncio.Event) -> None:
+        """Until ``stopping``: every second, is the socket still up? slack_sdk pings every
+        5 s and reconnects a socket that is closed or stopped answering (a connection cut
+        without a close frame shows as failing pings); this says so meanwhile."""
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1):
+                    await stopping.wait()
+            if stopping.is_set():
+                return
+            up = await client.is_connected()
+            if up and self.hearing.connected is False:
+                log.info("slack socket mode reconnected")
+                self.hearing.connected_now()
+            elif not up and self.hearing.connected:
+                log.warning("slack socket mode connection lost; reconnecting")
+                self.hearing.disconnected("slack: Socket Mode disconnected (reconnecting)")
+
     def ready(self) -> str | None:
         """Not ready while this process holds the socket's lock and is not connected."""
         holding = self._lock is not None and self._lock.holding
-        return "slack: Socket Mode not connected yet" if holding and not self._connected else None
+        if holding and not self.hearing.connected:
+            return self.hearing.reason or "slack: Socket Mode not connected yet"
+        return None
 
     async def check(self) -> Check:
         """``auth.test`` and the granted scopes (``chatgate doctor``)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from adapters.base import (
     Check,
     EventSink,
     GatewayHooks,
+    Hearing,
     SenderLifecycle,
 )
 from adapters.http import json_error, too_large
@@ -63,6 +65,7 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
         self.identity: BotIdentity | None = None
         # Failures of updates that are retried, by update id.
         self._attempts: dict[int, int] = {}
+        self.hearing = Hearing()
         self._background: set[asyncio.Task[None]] = set()
 
     async def finish(self) -> None:
@@ -107,6 +110,7 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
     ) -> None:
         """Store or act on one update; ``BadRequest`` when it is not an update."""
         assert self.identity is not None
+        self.hearing.heard()
         event = parse_update(update, bot=self.identity)
         if isinstance(event, InboundMessage):
             await sink(event, deadline=deadline)
@@ -168,7 +172,48 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
         if self.secret is None:
             assert self._hooks is not None, "polling needs the gateway's hooks"
             lock = self._hooks.lock("telegram-polling")
-            await lock.serve(lambda: self.poll(sink, stopping), stopping)
+            await lock.serve(lambda: self._polling(sink, stopping), stopping)
+        else:
+            await self.watch_webhook(stopping)
+
+    async def watch_webhook(self, stopping: asyncio.Event) -> None:
+        """Webhook mode: every ``CHATGATE_DEAF_CHECK_SECONDS``, ask Telegram how many
+        updates wait for us. Updates waiting while none arrived here for that long is
+        deafness (the webhook points elsewhere, or its deliveries fail: Telegram's last
+        error says which); it ends as soon as one arrives or none wait."""
+        from telegram.error import TelegramError
+
+        every = self._settings.deaf_check_seconds
+        started = time.time()
+        while not stopping.is_set():
+            await _sleep(stopping, every)
+            if stopping.is_set():
+                return
+            try:
+                info = await self.sender.bot.get_webhook_info()
+            except TelegramError as exc:
+                log.warning("telegram getWebhookInfo failed", error=str(exc))
+                continue
+            last = self.hearing.last_event_at or started
+            if info.pending_update_count and time.time() - last >= every:
+                error = (
+                    f"; Telegram's last error: {info.last_error_message}"
+                    if (info.last_error_message)
+                    else ""
+                )
+                self.hearing.silent(
+                    f"telegram: {info.pending_update_count} updates wait at Telegram and "
+                    f"none arrived for {int(time.time() - last)} s{error}"
+                )
+            else:
+                self.hearing.hears()
+
+    async def _polling(self, sink: EventSink, stopping: asyncio.Event) -> None:
+        self.hearing.connected = False
+        try:
+            await self.poll(sink, stopping)
+        finally:
+            self.hearing.released()
 
     async def poll(self, sink: EventSink, stopping: asyncio.Event) -> None:
         """Long polling until ``stopping``: each batch is confirmed only after it is stored."""
@@ -196,9 +241,12 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
                 wait = _BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS) - 1)]
                 failures += 1
                 log.warning("telegram getUpdates failed", error=str(exc), retry_in=wait)
+                self.hearing.disconnected(f"telegram: getUpdates failing ({type(exc).__name__})")
                 await _sleep(stopping, wait)
                 continue
             failures = 0
+            if not self.hearing.connected:
+                self.hearing.connected_now()
             if updates:
                 self._hooks.faults.hit("after_get_updates")
             for update in updates:
@@ -237,8 +285,11 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
         return True
 
     def ready(self) -> str | None:
-        """Not ready until ``getMe`` answered."""
-        return None if self.identity else "telegram: not connected yet (getMe)"
+        """Not ready until ``getMe`` answered, nor while deaf (polling fails, or updates
+        wait at Telegram and none arrive)."""
+        if not self.identity:
+            return "telegram: not connected yet (getMe)"
+        return self.hearing.reason if self.hearing.deaf_since is not None else None
 
     async def check(self) -> Check:
         """``getMe`` and ``getWebhookInfo`` against the mode the settings ask for."""

@@ -7,7 +7,7 @@ import asyncio
 
 from aiohttp import web
 
-from adapters.base import Check, EventSink, SenderLifecycle
+from adapters.base import Check, EventSink, Hearing, SenderLifecycle
 from adapters.web.auth import is_loopback
 from adapters.web.send import WebHub, WebSender
 from agent_core.events import Platform
@@ -23,6 +23,7 @@ class WebAdapter(SenderLifecycle[WebSender]):
         self.hub = hub or WebHub()
         self.sender = WebSender(self.hub)
         self._settings = settings
+        self.hearing = Hearing()  # no connection: the gateway's own HTTP server
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
         """Nothing: ``gateway.web.api`` serves the page and its API."""

@@ -14,8 +14,33 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.forkserver import ForkedProcess
+
 ROOT = Path(__file__).resolve().parents[2]
 CHATGATE = Path(sys.executable).with_name("chatgate")
+# The fork server's socket, when the session runs one (tests/conftest.py): processes with
+# the default launcher are forked from it instead of started from scratch.
+FORK_SERVER: str | None = None
+
+Process = subprocess.Popen[bytes] | ForkedProcess
+
+
+def spawn(
+    launcher: list[str], args: list[str], *, env: dict[str, str], cwd: Path, log: Path
+) -> Process:
+    """Run ``launcher args`` in a session of its own, output appended to ``log``: forked
+    from the fork server when the launcher is the plain console script and one runs."""
+    if FORK_SERVER is not None and launcher == [str(CHATGATE)]:
+        return ForkedProcess(FORK_SERVER, args, env=env, cwd=cwd, log=log)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [*launcher, *args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def free_port() -> int:
@@ -80,7 +105,7 @@ class GatewayProcess:
             "CHATGATE_LOG_LEVEL": "debug",
             **settings,
         }
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Process | None = None
         self.starts = 0
         # What runs the gateway's command (default: the venv's chatgate script).
         self.launcher: list[str] = [str(CHATGATE)]
@@ -109,17 +134,12 @@ class GatewayProcess:
     def launch(self, *, command: str = "gateway", **overrides: str) -> None:
         """Start it, without waiting for it to be ready."""
         self.starts += 1
-        with (self.workdir / "gateway.log").open("ab") as log:
-            log.write(f"--- start {self.starts} ---\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                [*self.launcher, command],
-                cwd=self.workdir,
-                env=self.environment(**overrides),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        log = self.workdir / "gateway.log"
+        with log.open("ab") as out:
+            out.write(f"--- start {self.starts} ---\n".encode())
+        self.process = spawn(
+            self.launcher, [command], env=self.environment(**overrides), cwd=self.workdir, log=log
+        )
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Poll /readyz; fail with the log if the process dies or never gets ready."""
@@ -226,7 +246,7 @@ class RoleProcess:
         self.command = command
         self.workdir = workdir
         self.settings = {"CHATGATE_LOG_LEVEL": "debug", **settings}
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: Process | None = None
         self.starts = 0
         # What runs the role's command (default: the venv's chatgate script).
         self.launcher: list[str] = [str(CHATGATE)]
@@ -240,17 +260,16 @@ class RoleProcess:
     def start(self, *args: str) -> None:
         """Start it (it gets ready in the background)."""
         self.starts += 1
-        with (self.workdir / f"{self.command}.log").open("ab") as log:
-            log.write(f"--- start {self.starts} ---\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                [*self.launcher, self.command, *args],
-                cwd=self.workdir,
-                env=child_env(**self.settings),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        log = self.workdir / f"{self.command}.log"
+        with log.open("ab") as out:
+            out.write(f"--- start {self.starts} ---\n".encode())
+        self.process = spawn(
+            self.launcher,
+            [self.command, *args],
+            env=child_env(**self.settings),
+            cwd=self.workdir,
+            log=log,
+        )
 
     def wait_for_log(self, text: str, *, timeout: float = 30) -> None:
         """Wait until the log (of the current start) contains ``text``."""

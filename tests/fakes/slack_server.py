@@ -63,6 +63,9 @@ class FakeSlack(LoopbackServer):
         self.acks: list[dict[str, Any]] = []
         self._outbox: asyncio.Queue[dict[str, Any]] | None = None
         self.connections = 0
+        # While set, apps.connections.open fails (Slack having trouble).
+        self.refuse_connections = False
+        self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
         # Every message posted, in order: {channel, ts, thread_ts, text, metadata}.
         self.messages: list[dict[str, Any]] = []
@@ -85,6 +88,18 @@ class FakeSlack(LoopbackServer):
         outbox = self._outbox
         assert outbox is not None
         self._loop.call_soon_threadsafe(outbox.put_nowait, envelope)
+
+    def drop(self) -> None:
+        """Cut every Socket Mode connection without a close frame (the TCP connection is
+        aborted, as a dead load balancer or a network partition would)."""
+
+        def abort() -> None:
+            for ws in self._sockets:
+                transport = ws._req.transport if ws._req is not None else None
+                if transport is not None:
+                    transport.abort()
+
+        self._loop.call_soon_threadsafe(abort)
 
     def wait_for_ack(self, envelope_id: str, *, timeout: float = 30) -> None:
         """Block until the client acknowledged this envelope."""
@@ -113,6 +128,7 @@ class FakeSlack(LoopbackServer):
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self.connections += 1
+        self._sockets.append(ws)
         await ws.send_json({"type": "hello", "num_connections": 1})
         outbox = self._outbox
         assert outbox is not None
@@ -128,6 +144,7 @@ class FakeSlack(LoopbackServer):
                     self.acks.append(json.loads(message.data))
         finally:
             pumping.cancel()
+            self._sockets.remove(ws)
         return ws
 
     async def _api(self, request: web.Request) -> web.Response:
@@ -135,6 +152,9 @@ class FakeSlack(LoopbackServer):
         if method == "apps.connections.open":
             if request.headers.get("Authorization") != f"Bearer {APP_TOKEN}":
                 return web.json_response({"ok": False, "error": "invalid_auth"})
+            if self.refuse_connections:
+                self.record("refused", {})
+                return web.json_response({"ok": False, "error": "internal_error"})
             return web.json_response({"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"})
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response({"ok": False, "error": "invalid_auth"})

@@ -129,6 +129,11 @@ class FakeTelegram(LoopbackServer):
             self._loop.call_soon_threadsafe(self._arrived.set)
         return int(update["update_id"])
 
+    def clear_updates(self) -> None:
+        """Forget every queued update (as if the webhook got them all)."""
+        with self._lock:
+            self._updates.clear()
+
     def limit_chat(self, chat_id: int, *, times: int, retry_after: int) -> None:
         """Answer the next ``times`` sendMessage calls to ``chat_id`` with 429."""
         self.rate_limited[chat_id] = [times, retry_after]

@@ -456,3 +456,65 @@ def test_with_self_approve_off_the_requester_is_refused_and_an_admin_runs_it_onc
         assert len(model_server.requests) == 2
     finally:
         process.stop()
+
+
+def test_a_socket_cut_without_a_close_frame_is_noticed_and_reconnected(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """The fake aborts the Socket Mode connection (no close frame) and refuses new ones
+    for a while: /readyz and the metrics say the platform is deaf meanwhile; once Slack
+    lets it, the gateway is connected again and answers over the new socket."""
+    settings = {k: v for k, v in slack.settings().items() if k != "SLACK_SIGNING_SECRET"}
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        SLACK_APP_TOKEN=APP_TOKEN,
+        **settings,
+        **model_server.settings(),
+    )
+    model_server.script("after the reconnect")
+    process.start()
+    try:
+        _until(lambda: _ready(process)[1].get("platforms", {}).get("slack", {}).get("connected"))
+        slack.refuse_connections = True
+        slack.drop()
+        _until(lambda: _ready(process)[0] == 503, timeout=40)
+        _status, body = _ready(process)
+        assert "Socket Mode disconnected" in body["reason"], body
+        assert body["platforms"]["slack"]["deaf_since"] is not None
+        metrics = http("GET", f"{process.url}/metrics")[1]
+        assert 'chatgate_platform_connected{platform="slack"} 0.0' in metrics
+        assert 'chatgate_platform_deaf{platform="slack"} 1.0' in metrics
+        slack.refuse_connections = False
+        _until(lambda: _ready(process)[0] == 200, timeout=40)
+        assert slack.connections == 2
+        slack.push(
+            {
+                "type": "events_api",
+                "envelope_id": "env-after",
+                "accepts_response_payload": False,
+                "retry_attempt": 0,
+                "retry_reason": "",
+                "payload": _mention("still there?", ts="1700000500.000100"),
+            }
+        )
+        slack.wait_for_ack("env-after")
+        [post] = slack.wait_for("chat.postMessage", 1)
+        assert post["text"] == "after the reconnect"
+        assert "slack socket mode connection lost" in process.log
+        assert "slack socket mode reconnected" in process.log
+        assert _ready(process)[1]["platforms"]["slack"]["last_event_at"] is not None
+    finally:
+        process.stop()
+
+
+def _ready(process: GatewayProcess) -> tuple[int, Any]:
+    return http("GET", f"{process.url}/readyz")
+
+
+def _until(condition: Any, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)

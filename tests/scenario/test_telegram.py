@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.gateway import CHATGATE, GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.telegram_server import (
     BOT_ID,
@@ -396,3 +397,47 @@ def test_with_self_approve_off_the_requester_is_refused_and_an_admin_runs_it_onc
         assert len(model_server.requests) == 2
     finally:
         gateway.stop()
+
+
+def test_updates_waiting_at_telegram_while_none_arrive_make_the_gateway_deaf(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """Webhook mode: Telegram holds updates for the bot (its webhook fails) and none
+    reach the gateway: /readyz says so, with Telegram's last error; when deliveries come
+    through again it is ready again."""
+    process = _gateway(
+        database_url, model_server, telegram, tmp_path, CHATGATE_DEAF_CHECK_SECONDS="1"
+    )
+    process.start()
+    try:
+        telegram.webhook |= {"url": "https://elsewhere.example/hook", "secret": "x"}
+        telegram.webhook["last_error_message"] = "Connection timed out"
+        for _ in range(3):
+            telegram.queue_update(_text("lost on the way"))
+        deadline = time.monotonic() + 20
+        while http("GET", f"{process.url}/readyz")[0] != 503:
+            assert time.monotonic() < deadline, process.log
+            time.sleep(0.1)
+        body = http("GET", f"{process.url}/readyz")[1]
+        assert "3 updates wait at Telegram" in body["reason"], body
+        assert "Connection timed out" in body["reason"]
+        assert body["platforms"]["telegram"]["deaf_since"] is not None
+        doctor = subprocess.run(
+            [str(CHATGATE), "doctor"],
+            env=process.environment(),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "telegram inbound" in doctor.stdout, doctor.stdout + doctor.stderr
+        assert "deaf since" in doctor.stdout
+        telegram.clear_updates()
+        assert _post(process, _text("hello again")) == 200
+        deadline = time.monotonic() + 20
+        while http("GET", f"{process.url}/readyz")[0] != 200:
+            assert time.monotonic() < deadline, process.log
+            time.sleep(0.1)
+        assert "platform deaf" in process.log
+    finally:
+        process.stop()
