@@ -24,6 +24,8 @@ POINTS = (
     "after_reply_intent",
     "after_send",
     "after_get_updates",
+    "after_job_turn",
+    "after_slots_committed",
 )
 
 

@@ -28,6 +28,7 @@ from agent_core.access import MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost
 from agent_core.events import Reply, utcnow
+from agent_core.faults import FaultPoints
 from agent_core.loop import TurnRunner, heartbeat
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.records import JobRecord, TurnRecord, TurnStatus
@@ -84,8 +85,10 @@ class JobRunner:
         policy: JobPolicy,
         upkeep: MemoryUpkeep | None = None,
         may_talk: MayTalk | None = None,
+        faults: FaultPoints | None = None,
     ) -> None:
         self._store = store
+        self._faults = faults or FaultPoints()
         self._runner = runner
         self._outbound = outbound
         self.policy = policy
@@ -161,6 +164,7 @@ class JobRunner:
                 log.info("job waiting for an approval")
                 return
             turn = await self._store.load_turn(job.turn_id)
+            self._faults.hit("after_job_turn")
         final: TurnStatus = "done" if turn.status == "done" else "failed"
         error = None if final == "done" else (turn.error or "the turn failed")
         outcome = await self._store.finish_job(

@@ -241,7 +241,11 @@ def build_app(
             background: list[asyncio.Task[None]] = []
             if local is not None:
                 ticker = ScheduleDispatcher(
-                    store, core.schedules, local, maintenance=maintenance_cron(settings)
+                    store,
+                    core.schedules,
+                    local,
+                    maintenance=maintenance_cron(settings),
+                    faults=core.faults,
                 )
                 background += [
                     asyncio.create_task(local.serve(runtime.stopping), name="job-runner"),

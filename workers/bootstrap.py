@@ -310,6 +310,7 @@ def build_core(
         ),
         upkeep=MemoryUpkeep(store, summarizer),
         may_talk=membership.may_talk,
+        faults=faults,
     )
     return Core(
         store=store,
@@ -409,6 +410,7 @@ class WorkerRuntime:
             resend_after=timedelta(seconds=2 * self.settings.job_time_limit_seconds),
             backlog=queue.waiting,
             maintenance=maintenance_cron(self.settings),
+            faults=self.core.faults,
         )
 
     def call(self, coroutine: Coroutine[Any, Any, T], *, timeout: float) -> T:

@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 import structlog
 
 from agent_core.events import utcnow
+from agent_core.faults import FaultPoints
 from agent_core.jobs import JobQueue
 from agent_core.scheduling.fire_times import cron_descending
 from agent_core.scheduling.service import Schedules
@@ -70,8 +71,10 @@ class ScheduleDispatcher:
         stranded_after: timedelta = STRANDED_AFTER,
         batch: int = BATCH,
         maintenance: str | None = None,
+        faults: FaultPoints | None = None,
     ) -> None:
         self._store = store
+        self._faults = faults or FaultPoints()
         self._schedules = schedules
         self._queue = queue
         self._resend_after = resend_after
@@ -116,6 +119,7 @@ class ScheduleDispatcher:
             claimed += count
             created.extend(jobs)
             if jobs:
+                self._faults.hit("after_slots_committed")
                 await self._queue.submit(jobs)
             if count < self._batch:
                 break

@@ -5,6 +5,7 @@ in-process job runner, delivered once, and not repeated after a SIGKILL mid-run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from agent_core.storage.database import Database
-from agent_core.storage.schema import jobs, turn_steps
+from agent_core.storage.schema import jobs, messages, schedule_runs, turn_steps
 from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.http_echo import EchoServer, http_allowed_config
 from tests.fakes.model_server import FakeModelServer, Scripted
@@ -199,3 +200,99 @@ def test_jobs_buttons_pause_resume_and_delete_over_the_api(
     assert refreshed["jobs"] == []
     notes = [i["text"] for i in chatgate.messages(conversation_id) if i["role"] == "system"]
     assert f"web:local paused schedule {schedule['id']}." in notes
+
+
+def _runs(database_url: str) -> list[Any]:
+    """Every schedule run with its job's status, oldest slot first."""
+
+    async def read() -> list[Any]:
+        database = Database(database_url)
+        try:
+            return await database.read(
+                lambda conn: conn.execute(
+                    select(schedule_runs.c.scheduled_for, jobs.c.status, jobs.c.attempts)
+                    .join(jobs, jobs.c.run_id == schedule_runs.c.id)
+                    .order_by(schedule_runs.c.scheduled_for)
+                ).all()
+            )
+        finally:
+            await database.dispose()
+
+    return asyncio.run(read())
+
+
+def test_killed_after_a_jobs_reply_went_out_and_before_the_job_was_closed(
+    chatgate: GatewayProcess, model_server: FakeModelServer, database_url: str
+) -> None:
+    """The background turn's reply is delivered, then the process dies before the job is
+    marked done: the next start closes the job without running or sending anything
+    again."""
+    model_server.script("background result")
+    chatgate.start(command="run", CHATGATE_TEST_FAULT="after_job_turn")
+    accepted = chatgate.post("desk", "/bg crunch the numbers", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    assert chatgate.wait_exit() == -9, chatgate.log
+    chatgate.start(command="run")
+    items = chatgate.wait_settled(conversation_id)
+    deadline = time.monotonic() + 30
+    while _journal(database_url)[1].status != "done":
+        assert time.monotonic() < deadline, chatgate.log
+        time.sleep(0.1)
+    items = chatgate.messages(conversation_id)
+    assert _assistant(items) == ["background result"]
+    assert len(model_server.requests) == 1
+    assert _journal(database_url)[1].attempts == 2
+
+
+def test_killed_after_a_slot_was_committed_and_before_its_job_was_handed_on(
+    chatgate: GatewayProcess, model_server: FakeModelServer, database_url: str
+) -> None:
+    """The dispatcher commits the first slot of an every-2s schedule and dies before
+    handing its job to the runner: after a restart that slot runs once, and every later
+    slot once, none missed."""
+    model_server.script(
+        tool_call("schedule_task", {"prompt": "tick", "schedule": "every 2s"}), "Scheduled."
+    )
+    chatgate.start(command="run", CHATGATE_TEST_FAULT="after_slots_committed")
+    accepted = chatgate.post("desk", "tick every 2 seconds", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    assert chatgate.wait_exit(timeout=60) == -9, chatgate.log
+    assert [status for _slot, status, _n in _runs(database_url)] == ["queued"]
+    chatgate.start(command="run")
+    deadline = time.monotonic() + 60
+    while sum(t == "echo: tick" for t in _assistant(chatgate.messages(conversation_id))) < 3:
+        assert time.monotonic() < deadline, chatgate.log
+        time.sleep(0.1)
+    assert chatgate.terminate() == 0
+    runs = _runs(database_url)
+    ticks = _answers(database_url, conversation_id)
+    assert runs[0][1:] == ("done", 1)
+    done = [run for run in runs if run[1] == "done"]
+    assert ticks.count("echo: tick") == len(done)
+    gaps = {(b[0] - a[0]).total_seconds() for a, b in itertools.pairwise(runs)}
+    assert gaps <= {2.0}, runs
+
+
+def _answers(database_url: str, conversation_id: str) -> list[str]:
+    """The conversation's assistant messages, read straight from the database."""
+
+    async def read() -> list[str]:
+        database = Database(database_url)
+        try:
+            return await database.read(
+                lambda conn: [
+                    str(text)
+                    for text in conn.execute(
+                        select(messages.c.text)
+                        .where(
+                            messages.c.conversation_id == conversation_id,
+                            messages.c.role == "assistant",
+                        )
+                        .order_by(messages.c.id)
+                    ).scalars()
+                ]
+            )
+        finally:
+            await database.dispose()
+
+    return asyncio.run(read())
