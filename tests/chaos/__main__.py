@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +21,8 @@ MAX_GROWTH_MIB_PER_1000_TURNS = 8.0
 
 
 def main() -> int:
+    # SIGTERM (Ctrl-C, a CI timeout) stops it cleanly: every process, PostgreSQL and Redis.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seconds = float(os.environ.get("CHATGATE_CHAOS_SECONDS", "600"))
     plan = Plan(
         seconds=seconds,
