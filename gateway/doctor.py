@@ -207,10 +207,12 @@ async def _hearing(settings: Settings) -> list[Check]:
 
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
     url = f"http://{host}:{settings.port}/readyz"
+    token = settings.metrics_token
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3)) as session,
-            session.get(url) as response,
+            session.get(url, headers=headers) as response,
         ):
             body = await response.json()
     except (aiohttp.ClientError, TimeoutError, ValueError):

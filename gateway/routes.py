@@ -86,11 +86,17 @@ async def readyz(request: web.Request) -> web.Response:
         log.warning("readiness: the database does not answer", error=str(exc) or "timed out")
         reason = "database: timed out" if isinstance(exc, TimeoutError) else "database: down"
         return web.json_response({"ready": False, "reason": reason}, status=503)
-    platforms = {
-        name: hearing.snapshot()
-        for name, hearing in request.app.get(PLATFORM_HEARING, {}).items()
-        if name != "web"
-    }
+    # When and how each platform was last heard from is for operators: with a metrics
+    # token set, for requests that carry it (as /metrics is).
+    platforms = (
+        {
+            name: hearing.snapshot()
+            for name, hearing in request.app.get(PLATFORM_HEARING, {}).items()
+            if name != "web"
+        }
+        if _operator(request)
+        else {}
+    )
     for check in request.app.get(PLATFORM_CHECKS, ()):
         problem = check()
         if problem is not None:
@@ -99,17 +105,21 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response({"ready": True, "platforms": platforms})
 
 
+def _operator(request: web.Request) -> bool:
+    """Anyone when no ``CHATGATE_METRICS_TOKEN`` is set, else who presents it."""
+    token = request.app[RUNTIME].settings.metrics_token
+    if token is None:
+        return True
+    presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    return same_secret(presented, token.get_secret_value())
+
+
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format; with ``CHATGATE_METRICS_TOKEN`` set, for
     ``Authorization: Bearer TOKEN`` only (401 otherwise)."""
     runtime = request.app[RUNTIME]
-    token = runtime.settings.metrics_token
-    if token is not None:
-        presented = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not same_secret(presented, token.get_secret_value()):
-            return json_error(
-                401, "GET /metrics needs Authorization: Bearer CHATGATE_METRICS_TOKEN"
-            )
+    if not _operator(request):
+        return json_error(401, "GET /metrics needs Authorization: Bearer CHATGATE_METRICS_TOKEN")
     try:
         async with asyncio.timeout(2):
             runtime.metrics.jobs_seen(*await runtime.store.job_depth())

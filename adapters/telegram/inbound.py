@@ -196,14 +196,18 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
                 continue
             last = self.hearing.last_event_at or started
             if info.pending_update_count and time.time() - last >= every:
-                error = (
-                    f"; Telegram's last error: {info.last_error_message}"
-                    if (info.last_error_message)
-                    else ""
-                )
+                # Telegram's error text goes to the log only: /readyz is public.
+                if self.hearing.deaf_since is None:
+                    log.warning(
+                        "telegram updates wait and none arrive",
+                        pending=info.pending_update_count,
+                        webhook=info.url,
+                        last_error=info.last_error_message,
+                    )
                 self.hearing.silent(
                     f"telegram: {info.pending_update_count} updates wait at Telegram and "
-                    f"none arrived for {int(time.time() - last)} s{error}"
+                    f"none arrived for {int(time.time() - last)} s (the log has Telegram's "
+                    "last error)"
                 )
             else:
                 self.hearing.hears()
