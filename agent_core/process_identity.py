@@ -27,16 +27,31 @@ log = structlog.get_logger("chatgate.leases")
 PROC = Path("/proc")
 
 
+class _Unknown(Exception):
+    """Whether the process lives cannot be told from here."""
+
+
 def _start_ticks(pid: int) -> str | None:
-    """When ``pid`` started, in clock ticks since boot; None when there is no such live
-    process (none, a zombie not yet reaped, or no ``/proc`` to ask)."""
+    """When ``pid`` started, in clock ticks since boot; None when there is provably no
+    such live process (no such pid, or a zombie not yet reaped). Raises ``_Unknown`` when
+    it cannot be told (``/proc`` hides it: ``hidepid``, ``ProtectProc``)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # it exists, as another user
     try:
         stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
+    except FileNotFoundError:
+        return None  # it ended between the two looks
+    except OSError as exc:
+        raise _Unknown(pid) from exc
     # The command name, in parentheses, may hold spaces: count fields after its end.
     fields = stat.rpartition(")")[2].split()
-    if len(fields) <= 19 or fields[0] in ("Z", "X"):
+    if len(fields) <= 19:
+        raise _Unknown(pid)
+    if fields[0] in ("Z", "X"):
         return None
     return fields[19]
 
@@ -48,31 +63,45 @@ def _place() -> str | None:
     try:
         boot = (PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
         namespace = os.readlink(PROC / "self" / "ns" / "pid")
+        # A /proc of another PID namespace (unshare --pid without --mount-proc) would
+        # answer about other processes than our pids name.
+        if os.readlink(PROC / "self") != str(os.getpid()):
+            return None
     except OSError:
         return None
     return hashlib.sha256(f"{boot} {namespace}".encode()).hexdigest()[:12]
 
 
+def _host() -> str:
+    return socket.gethostname()[:48].replace(":", "-")
+
+
 def process_owner() -> str:
     """A lease owner name unique to this process (and this start of it)."""
     pid = os.getpid()
-    host = socket.gethostname()[:48].replace(":", "-")
-    start = _start_ticks(pid) or "-"
-    return f"{host}:{pid}:{start}:{_place() or '-'}:{uuid.uuid4().hex[:8]}"
+    try:
+        start = _start_ticks(pid) or "-"
+    except _Unknown:
+        start = "-"
+    return f"{_host()}:{pid}:{start}:{_place() or '-'}:{uuid.uuid4().hex[:8]}"
 
 
 def provably_gone(owner: str) -> bool:
-    """True only when ``owner`` names a process in this place that no longer runs. False
-    for a live process, for anything elsewhere, and for names in an older format."""
+    """True only when ``owner`` names a process on this host, in this boot and PID
+    namespace, that no longer runs. False for a live process, for one whose life cannot
+    be seen from here, for anything elsewhere, and for names in an older format."""
     parts = owner.rsplit(":", 4)
     if len(parts) != 5:
         return False
-    _host, pid, start, place, _token = parts
+    host, pid, start, place, _token = parts
     here = _place()
-    if here is None or place != here or not pid.isdigit() or start == "-":
+    if here is None or place != here or host != _host() or not pid.isdigit() or start == "-":
         return False
-    # Our own pid compares equal too: this process is not gone.
-    return _start_ticks(int(pid)) != start
+    try:
+        # Our own pid compares equal too: this process is not gone.
+        return _start_ticks(int(pid)) != start
+    except _Unknown:
+        return False
 
 
 async def take_over_leases(store: LockStore) -> int:

@@ -218,7 +218,8 @@ async def _hearing(settings: Settings) -> list[Check]:
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return [Check("hearing", "ok", f"no gateway answers at {url}: nothing to ask")]
     checks = []
-    for platform, hearing in sorted((body.get("platforms") or {}).items()):
+    platforms = body.get("platforms") if isinstance(body, dict) else None
+    for platform, hearing in sorted((platforms or {}).items()):
         if hearing.get("deaf_since"):
             checks.append(
                 Check(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -162,6 +163,9 @@ class Metrics:
             self.platform_deaf.labels(platform).set(0 if hearing.deaf_since is None else 1)
             if hearing.connected is not None:
                 self.platform_connected.labels(platform).set(int(hearing.connected))
+            else:  # another process holds the connection (or there is none to hold)
+                with contextlib.suppress(KeyError):
+                    self.platform_connected.remove(platform)
             if hearing.last_event_at is not None:
                 self.platform_last_event.labels(platform).set(hearing.last_event_at)
 

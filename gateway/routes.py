@@ -97,12 +97,19 @@ async def readyz(request: web.Request) -> web.Response:
         if _operator(request)
         else {}
     )
+    # Deaf platforms are named, not made a 503: the gateway still serves the others,
+    # and taking every gateway out of service would not bring a platform back.
+    deaf = sorted(
+        name
+        for name, hearing in request.app.get(PLATFORM_HEARING, {}).items()
+        if hearing.deaf_since is not None
+    )
     for check in request.app.get(PLATFORM_CHECKS, ()):
         problem = check()
         if problem is not None:
-            body = {"ready": False, "reason": problem, "platforms": platforms}
+            body = {"ready": False, "reason": problem, "deaf": deaf, "platforms": platforms}
             return web.json_response(body, status=503)
-    return web.json_response({"ready": True, "platforms": platforms})
+    return web.json_response({"ready": True, "deaf": deaf, "platforms": platforms})
 
 
 def _operator(request: web.Request) -> bool:

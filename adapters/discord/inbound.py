@@ -127,10 +127,9 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
     def ready(self) -> str | None:
         """None once the gateway session is up here, or while another process holds it."""
         holding = self._lock is not None and self._lock.holding
-        if holding and (self.client is None or not self.client.is_ready()):
+        never = self.client is None or not self.client.is_ready()
+        if holding and never and self.hearing.deaf_since is None:
             return "discord: gateway not connected yet"
-        if holding and self.hearing.connected is False:
-            return self.hearing.reason or "discord: gateway disconnected"
         return None
 
     async def check(self) -> Check:

@@ -158,11 +158,12 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
                 self.hearing.disconnected("slack: Socket Mode disconnected (reconnecting)")
 
     def ready(self) -> str | None:
-        """Not ready while this process holds the socket's lock and is not connected."""
+        """Not ready while this process holds the socket's lock and has not connected yet.
+        A socket lost later is deafness, not unreadiness (``hearing``): this process still
+        serves everything else, and no other one could hold the socket meanwhile."""
         holding = self._lock is not None and self._lock.holding
-        if holding and not self.hearing.connected:
-            return self.hearing.reason or "slack: Socket Mode not connected yet"
-        return None
+        first = self.hearing.connected is False and self.hearing.deaf_since is None
+        return "slack: Socket Mode not connected yet" if holding and first else None
 
     async def check(self) -> Check:
         """``auth.test`` and the granted scopes (``chatgate doctor``)."""

@@ -74,6 +74,7 @@ class SlackSender:
         )
         self._faults = faults or FaultPoints()
         self._warned_lookup = False
+        self._bot_id: str | None = None
 
     async def open(self) -> None:
         """Share one HTTP session (and its kept-alive connections) across every call,
@@ -142,6 +143,10 @@ class SlackSender:
         seen = 0
         cursor: str | None = None
         try:
+            if self._bot_id is None:
+                # Only our own messages count: anyone who may post in the channel could
+                # post metadata that looks like ours.
+                self._bot_id = str((await self.client.auth_test()).get("bot_id") or "")
             while seen < _LOOKUP_LIMIT:
                 page: dict[str, object] = {
                     "channel": conversation.channel,
@@ -164,6 +169,8 @@ class SlackSender:
                 for message in batch:
                     metadata = message.get("metadata") or {}
                     if metadata.get("event_type") != DELIVERY_EVENT:
+                        continue
+                    if not self._bot_id or message.get("bot_id") != self._bot_id:
                         continue
                     key = (metadata.get("event_payload") or {}).get("key")
                     if key in wanted and message.get("ts"):

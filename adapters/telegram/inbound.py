@@ -289,11 +289,10 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
         return True
 
     def ready(self) -> str | None:
-        """Not ready until ``getMe`` answered, nor while deaf (polling fails, or updates
-        wait at Telegram and none arrive)."""
-        if not self.identity:
-            return "telegram: not connected yet (getMe)"
-        return self.hearing.reason if self.hearing.deaf_since is not None else None
+        """Not ready until ``getMe`` answered. Deafness later (``hearing``) is reported,
+        not unreadiness: Telegram's pending count is the same for every gateway, and a
+        503 from all of them would leave nothing to deliver to once the cause is fixed."""
+        return None if self.identity else "telegram: not connected yet (getMe)"
 
     async def check(self) -> Check:
         """``getMe`` and ``getWebhookInfo`` against the mode the settings ask for."""

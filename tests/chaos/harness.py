@@ -53,7 +53,8 @@ from tests.fakes.slack_server import BOT_USER, TEAM, FakeSlack, signed_headers
 from tests.fakes.telegram_server import WEBHOOK_SECRET, FakeTelegram
 
 ZEROS = (
-    "duplicated_replies",  # Slack and web: Telegram's are counted apart (README, Telegram)
+    "harness_errors",  # a traffic or fault thread that died: less was tested than claimed
+    "duplicated_replies",  # Telegram's resends in its window are counted apart (README)
     "lost_messages",
     "duplicated_side_effects",
     "stuck_turns",
@@ -376,6 +377,19 @@ class Chaos:
                             self.recovered.add(str(approval["arguments"].get("url", "")))
             time.sleep(0.3)
 
+    def _recorded(self, run: Callable[[], None]) -> Callable[[], None]:
+        """A thread's body whose exception is kept for the figures, not lost."""
+
+        def body() -> None:
+            try:
+                run()
+            except BaseException as exc:
+                with self._lock:
+                    self.errors.append(f"{threading.current_thread().name}: {exc!r}")
+                raise
+
+        return body
+
     # -- faults -------------------------------------------------------------------------
 
     def _killer(self, stop_at: float, steady: _Process) -> None:
@@ -506,6 +520,7 @@ class Chaos:
             for target in (self._web, self._slack, self._telegram):
                 threads.append(threading.Thread(target=target, args=(c, stop_at), daemon=True))
         for thread in threads:
+            thread.run = self._recorded(thread.run)  # type: ignore[method-assign]
             thread.start()
         traffic = threads[4:]
         for thread in traffic:
@@ -536,7 +551,7 @@ class Chaos:
             open_turns = conn.execute(
                 select(func.count())
                 .select_from(turns)
-                .where(turns.c.status.in_(("pending", "running")))
+                .where(turns.c.status.in_(("pending", "running", "waiting")))
             ).scalar_one()
             open_jobs = conn.execute(
                 select(func.count())
@@ -549,12 +564,7 @@ class Chaos:
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 open_turns, open_jobs = self._db(busy)
-                waiting = self._db(
-                    lambda conn: conn.execute(
-                        select(func.count()).select_from(turns).where(turns.c.status == "waiting")
-                    ).scalar_one()
-                )
-                if open_turns == open_jobs == waiting == 0:
+                if open_turns == open_jobs == 0:
                     quiet += 1
                     if quiet >= 3:  # a moment for anything answered twice to show
                         return 0
@@ -585,50 +595,77 @@ class Chaos:
         return counted
 
     def _side_effects(self) -> int:
-        """Effects that happened twice: a path reached with two idempotency keys, or twice
-        with none; a charge twice only when a person approved re-running it (same key)."""
+        """Effects that happened twice: a path reached with two idempotency keys (or twice
+        with none), or a charge (POST) sent twice unless a person approved re-running a
+        call cut short by a kill (then with the same key, so the server made one)."""
         keys: dict[str, set[str]] = collections.defaultdict(set)
-        for _method, path, headers in self.echo.requests:
+        posts: collections.Counter[str] = collections.Counter()
+        for method, path, headers in self.echo.requests:
             keys[path].add(headers.get("idempotency-key") or f"none-{len(keys[path])}")
-        return sum(1 for found in keys.values() if len(found) > 1)
+            if method == "POST":
+                posts[path] += 1
+        twice = {path for path, found in keys.items() if len(found) > 1}
+        for path, count in posts.items():
+            if count > 1 and not any(url.endswith(path) for url in self.recovered):
+                twice.add(path)
+        return len(twice)
 
     def _slots(self) -> tuple[int, int, int]:
-        """(slots fired, fired twice, missed) over every schedule's runs."""
+        """(slots fired, fired twice, missed) over every schedule's runs: a slot with two
+        jobs, or whose job's turn answered twice, fired twice; a gap between slots, or a
+        slot whose job finished without its answer, is missed."""
+        answers = (
+            select(func.count())
+            .select_from(messages)
+            .where(messages.c.turn_id == jobs.c.turn_id, messages.c.role == "assistant")
+            .scalar_subquery()
+        )
         rows = self._db(
             lambda conn: conn.execute(
-                select(schedule_runs.c.schedule_id, schedule_runs.c.scheduled_for, jobs.c.status)
+                select(
+                    schedule_runs.c.schedule_id,
+                    schedule_runs.c.scheduled_for,
+                    jobs.c.status,
+                    answers,
+                )
                 .join(jobs, jobs.c.run_id == schedule_runs.c.id)
                 .order_by(schedule_runs.c.schedule_id, schedule_runs.c.scheduled_for)
             ).all()
         )
         by_schedule: dict[str, list[datetime]] = collections.defaultdict(list)
-        for schedule_id, slot, _status in rows:
-            by_schedule[schedule_id].append(slot)
         twice = missed = fired = 0
+        for schedule_id, slot, status, answered in rows:
+            by_schedule[schedule_id].append(slot)
+            twice += answered > 1
+            missed += status == "done" and answered == 0
         for slots in by_schedule.values():
-            fired += len(slots)
+            fired += len(set(slots))
             for a, b in itertools.pairwise(slots):
                 gap = b - a
                 if gap == timedelta(0):
                     twice += 1
                 elif gap > timedelta(seconds=EVERY):
                     missed += int(gap / timedelta(seconds=EVERY)) - 1
-        # A slot whose job ran twice would show as two answers for one slot.
-        tocks = sum(str(m.get("text")).startswith("tock:") for m in self._web_items())
-        return fired, twice + max(0, tocks - fired), missed
+        return fired, twice, missed
 
-    def _web_items(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        for conversation_id in self.web_ids.values():
-            status, body = self._to_a_gateway(
-                "GET", f"/api/conversations/{conversation_id}/messages"
+    def _turns_per_tag(self) -> collections.Counter[str]:
+        """How many stored user messages (each opens a turn) carry each tag."""
+        texts = self._db(
+            lambda conn: (
+                conn.execute(select(messages.c.text).where(messages.c.role == "user"))
+                .scalars()
+                .all()
             )
-            if status == 200:
-                items += body["items"]
-        return items
+        )
+        found: collections.Counter[str] = collections.Counter()
+        for text in texts:
+            for tag in set(_TAG.findall(str(text))):
+                found[tag] += 1
+        return found
 
-    def _kill_to_answer(self) -> list[float]:
-        """Seconds from each gateway kill to each conversation it held answering again."""
+    def _kill_to_answer(self) -> tuple[list[float], int]:
+        """Seconds from each gateway kill to each conversation it was running a turn of
+        answering again, and how many never answered after it."""
         replies = self._db(
             lambda conn: conn.execute(
                 select(messages.c.conversation_id, messages.c.created_at).where(
@@ -640,6 +677,7 @@ class Chaos:
         for conversation_id, created in replies:
             by_conversation[conversation_id].append(created)
         found = []
+        silent = 0
         for kill in self.kills:
             for conversation_id in kill.conversations:
                 after = [
@@ -649,16 +687,21 @@ class Chaos:
                 ]
                 if after:
                     found.append(min(after))
-        return found
+                else:
+                    silent += 1
+        return found, silent
 
     def _figures(self, stuck: int) -> dict[str, Any]:
         counted = self._replies()
         sent = dict(self.sent)
         twice = sorted(tag for tag in sent if counted[tag] > 1)
+        turns_per_tag = self._turns_per_tag()
         # Telegram cannot look a delivery up: a kill between its answer and the receipt
-        # resends (the open window README's Telegram section describes).
-        duplicated = [tag for tag in twice if sent[tag] != "telegram"]
-        telegram_window = [tag for tag in twice if sent[tag] == "telegram"]
+        # resends (the open window README's Telegram section describes): one message, one
+        # turn, two posts. Two turns for one message would be the ledger failing: counted.
+        duplicated = [tag for tag in twice if sent[tag] != "telegram" or turns_per_tag[tag] > 1]
+        duplicated += [tag for tag in sent if turns_per_tag[tag] > 1 and tag not in twice]
+        telegram_window = [tag for tag in twice if tag not in duplicated]
         lost = sorted(tag for tag in sent if counted[tag] == 0)
         given_up = self._db(
             lambda conn: conn.execute(
@@ -666,7 +709,8 @@ class Chaos:
             ).scalar_one()
         )
         fired, twice, missed = self._slots()
-        recovery = _p(self._kill_to_answer(), 0.99)
+        recoveries, silent = self._kill_to_answer()
+        recovery = _p(recoveries, 0.99)
         figures: dict[str, Any] = {
             "kills": len(self.kills),
             "kills_by_role": dict(collections.Counter(k.role.rstrip("01") for k in self.kills)),
@@ -687,9 +731,14 @@ class Chaos:
             "slots_fired_twice": twice,
             "slots_missed": missed,
             "p99_kill_to_answer_seconds": None if recovery is None else round(recovery, 2),
+            "kill_to_answer_measured": len(recoveries),
+            "silent_after_a_kill": silent,
+            "harness_errors": len(self.errors),
             "model_requests": len(self.model.requests),
             **self._memory(),
         }
+        if self.errors:
+            figures["harness_error_examples"] = self.errors[:3]
         if duplicated or lost:
             figures["examples"] = {
                 "duplicated": duplicated[:5],

@@ -9,14 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import Chaos, Plan, failures, table
-from tests.conftest import BACKEND
 
-# It brings its own PostgreSQL and Redis: one pass is enough (the PostgreSQL one).
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(BACKEND != "postgresql", reason="runs once, in the PostgreSQL pass"),
-]
+# It brings its own PostgreSQL and Redis and takes no test database: the PostgreSQL pass
+# leaves it to the SQLite one (tests/conftest.py), which runs it once.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_random_kills_and_outages_lose_and_repeat_nothing(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,13 @@ def _preload() -> None:
             __import__(name)
 
 
-def _child(request: dict[str, Any], closing: list[socket.socket]) -> None:
+def _child(
+    request: dict[str, Any], closing: list[socket.socket], selector: selectors.BaseSelector
+) -> None:
     """In the forked child: become ``chatgate <argv>``; never returns."""
     code = 1
     try:
+        selector.close()
         for sock in closing:
             sock.close()
         os.setsid()
@@ -94,9 +98,14 @@ def _child(request: dict[str, Any], closing: list[socket.socket]) -> None:
 def serve(path: str) -> None:
     """Preload, then fork one child per connection and report its exit on it."""
     _preload()
+    # Forking is safe only with no other thread (one holding a lock would leave it held
+    # in every child).
+    assert threading.active_count() == 1, threading.enumerate()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    # Listening before the path appears: a client that sees it can connect.
+    listener.bind(path + ".new")
     listener.listen(64)
+    os.rename(path + ".new", path)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     children: dict[int, socket.socket] = {}
@@ -105,14 +114,21 @@ def serve(path: str) -> None:
         for key, _events in selector.select(timeout=0.02):
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                request = json.loads(_read_line(conn))
+                try:
+                    conn.settimeout(10)
+                    request = json.loads(_read_line(conn))
+                except (OSError, ValueError, ConnectionError) as exc:
+                    print(f"forkserver: a bad request: {exc!r}", flush=True)
+                    conn.close()
+                    continue
                 sys.stdout.flush()
                 sys.stderr.flush()
                 pid = os.fork()
                 if pid == 0:
-                    _child(request, [listener, conn, *children.values()])
+                    _child(request, [listener, conn, *children.values()], selector)
                 children[pid] = conn
-                conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)

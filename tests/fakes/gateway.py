@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -26,11 +27,18 @@ Process = subprocess.Popen[bytes] | ForkedProcess
 
 
 def spawn(
-    launcher: list[str], args: list[str], *, env: dict[str, str], cwd: Path, log: Path
+    launcher: list[str],
+    args: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    log: Path,
+    fork: bool = True,
 ) -> Process:
     """Run ``launcher args`` in a session of its own, output appended to ``log``: forked
-    from the fork server when the launcher is the plain console script and one runs."""
-    if FORK_SERVER is not None and launcher == [str(CHATGATE)]:
+    from the fork server when the launcher is the plain console script, one runs, and
+    ``fork`` allows it (not for a test of what starting imports)."""
+    if fork and FORK_SERVER is not None and launcher == [str(CHATGATE)]:
         return ForkedProcess(FORK_SERVER, args, env=env, cwd=cwd, log=log)
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -107,8 +115,10 @@ class GatewayProcess:
         }
         self.process: Process | None = None
         self.starts = 0
-        # What runs the gateway's command (default: the venv's chatgate script).
+        # What runs the gateway's command (default: the venv's chatgate script), and
+        # whether it may be forked from the fork server instead (tests/conftest.py).
         self.launcher: list[str] = [str(CHATGATE)]
+        self.fork = True
 
     @property
     def pid(self) -> int | None:
@@ -138,7 +148,12 @@ class GatewayProcess:
         with log.open("ab") as out:
             out.write(f"--- start {self.starts} ---\n".encode())
         self.process = spawn(
-            self.launcher, [command], env=self.environment(**overrides), cwd=self.workdir, log=log
+            self.launcher,
+            [command],
+            env=self.environment(**overrides),
+            cwd=self.workdir,
+            log=log,
+            fork=self.fork,
         )
 
     def wait_ready(self, timeout: float = 30) -> None:
@@ -183,7 +198,8 @@ class GatewayProcess:
     def kill(self) -> None:
         """SIGKILL the whole process group: no cleanup, no drain."""
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
     def terminate(self, timeout: float = 30) -> int:
@@ -248,8 +264,10 @@ class RoleProcess:
         self.settings = {"CHATGATE_LOG_LEVEL": "debug", **settings}
         self.process: Process | None = None
         self.starts = 0
-        # What runs the role's command (default: the venv's chatgate script).
+        # What runs the role's command (default: the venv's chatgate script), and
+        # whether it may be forked from the fork server instead.
         self.launcher: list[str] = [str(CHATGATE)]
+        self.fork = True
 
     @property
     def log(self) -> str:
@@ -269,6 +287,7 @@ class RoleProcess:
             env=child_env(**self.settings),
             cwd=self.workdir,
             log=log,
+            fork=self.fork,
         )
 
     def wait_for_log(self, text: str, *, timeout: float = 30) -> None:
@@ -290,7 +309,8 @@ class RoleProcess:
     def kill(self) -> None:
         """SIGKILL the whole process group (the worker and its pool children)."""
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
     def stop(self) -> None:

@@ -25,6 +25,7 @@ from tests.fakes.loopback import LoopbackServer
 
 TEAM = "T0CHATGATE"
 BOT_USER = "UBOTCG01"
+BOT_ID = "BCG01"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-1-test-token"
@@ -173,7 +174,7 @@ class FakeSlack(LoopbackServer):
         self.record(method, arguments)
         if method == "auth.test":
             return web.json_response(
-                {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BCG01", "team": "t"},
+                {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID, "team": "t"},
                 headers={"X-OAuth-Scopes": self.scopes},
             )
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
@@ -187,6 +188,8 @@ class FakeSlack(LoopbackServer):
                         "thread_ts": arguments.get("thread_ts"),
                         "text": arguments.get("text"),
                         "metadata": json.loads(metadata) if isinstance(metadata, str) else metadata,
+                        # Who posted it: the bot (the fake takes only the bot's token here).
+                        "bot_id": arguments.get("as_bot_id", BOT_ID),
                     }
                 )
             return web.json_response(
@@ -199,6 +202,20 @@ class FakeSlack(LoopbackServer):
                 )
             return web.json_response(self._read(method, arguments))
         return web.json_response({"ok": False, "error": "unknown_method"})
+
+    def inject(self, channel: str, thread_ts: str | None, text: str, metadata: Any) -> None:
+        """A message someone else (another app) posted, with whatever metadata it chose."""
+        ts = posted_ts(next(self._ts))
+        self.messages.append(
+            {
+                "channel": channel,
+                "ts": ts,
+                "thread_ts": thread_ts,
+                "text": text,
+                "metadata": metadata,
+                "bot_id": "BOTHERAPP",
+            }
+        )
 
     def thread(self, channel: str, thread_ts: str | None) -> list[dict[str, Any]]:
         """The messages posted in a thread (or, for None, at the channel's top level)."""
@@ -225,6 +242,7 @@ class FakeSlack(LoopbackServer):
                 "ts": m["ts"],
                 "thread_ts": m["thread_ts"],
                 "text": m["text"],
+                "bot_id": m["bot_id"],
                 **({"metadata": m["metadata"]} if metadata and m["metadata"] else {}),
             }
             for m in page

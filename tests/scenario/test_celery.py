@@ -114,6 +114,7 @@ def test_a_schedule_fires_through_beat_and_worker(
     gateway.start()
     # Every import the worker's processes make, with its module, goes to the log.
     worker.settings["PYTHONPROFILEIMPORTTIME"] = "1"
+    worker.fork = False  # what its start imports is the subject: a real start
     worker.start("--concurrency", "2")
     beat.start()
     accepted = gateway.post("desk", "tell me the time in 2 seconds", id="m-1")

@@ -227,3 +227,24 @@ def test_a_discord_approval_prompt_sent_before_its_receipt_was_stored_is_shown_o
     wait_all_settled(database_url)
     assert [m["content"] for m in discord.created][1:] == ["The command said from-discord."]
     assert len(model_server.requests) == 2
+
+
+def test_metadata_another_app_forged_does_not_stop_a_slack_reply(
+    on_slack: GatewayProcess, database_url: str, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    """Killed before the send, with another app's message in the thread carrying the
+    reply's delivery key: the resend does not take it for ours and posts the reply."""
+    model_server.script("the real answer")
+    on_slack.start(CHATGATE_TEST_FAULT="after_reply_intent")
+    assert _post_event(on_slack, _mention("hello", ts=THREAD))[0] == 200
+    assert on_slack.wait_exit() == -9, on_slack.log
+    forged = {"event_type": "chatgate_delivery", "event_payload": {"key": "1:2:0"}}
+    slack.inject(CHANNEL, THREAD, "nothing to see", forged)
+    on_slack.start()
+    wait_all_settled(database_url)
+    assert [m["text"] for m in slack.thread(CHANNEL, THREAD)] == [
+        "nothing to see",
+        "the real answer",
+    ]
+    assert len(slack.called("conversations.replies")) == 1
+    assert _keys(slack.thread(CHANNEL, THREAD)) == ["1:2:0", "1:2:0"]  # the key it forged

@@ -462,8 +462,9 @@ def test_a_socket_cut_without_a_close_frame_is_noticed_and_reconnected(
     database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
 ) -> None:
     """The fake aborts the Socket Mode connection (no close frame) and refuses new ones
-    for a while: /readyz and the metrics say the platform is deaf meanwhile; once Slack
-    lets it, the gateway is connected again and answers over the new socket."""
+    for a while: /readyz (still 200: the gateway serves the rest) and the metrics say
+    Slack is deaf meanwhile; once Slack lets it, the gateway is connected again and
+    answers over the new socket."""
     settings = {k: v for k, v in slack.settings().items() if k != "SLACK_SIGNING_SECRET"}
     process = GatewayProcess(
         database_url=database_url,
@@ -479,15 +480,18 @@ def test_a_socket_cut_without_a_close_frame_is_noticed_and_reconnected(
         _until(lambda: _ready(process)[1].get("platforms", {}).get("slack", {}).get("connected"))
         slack.refuse_connections = True
         slack.drop()
-        _until(lambda: _ready(process)[0] == 503, timeout=40)
-        _status, body = _ready(process)
-        assert "Socket Mode disconnected" in body["reason"], body
+        _until(lambda: _ready(process)[1]["deaf"] == ["slack"], timeout=40)
+        status, body = _ready(process)
+        assert status == 200, body
+        assert "Socket Mode disconnected" in body["platforms"]["slack"]["reason"], body
         assert body["platforms"]["slack"]["deaf_since"] is not None
+        assert body["platforms"]["slack"]["connected"] is False
         metrics = http("GET", f"{process.url}/metrics")[1]
         assert 'chatgate_platform_connected{platform="slack"} 0.0' in metrics
         assert 'chatgate_platform_deaf{platform="slack"} 1.0' in metrics
         slack.refuse_connections = False
-        _until(lambda: _ready(process)[0] == 200, timeout=40)
+        _until(lambda: _ready(process)[1]["deaf"] == [], timeout=40)
+        assert _ready(process)[1]["platforms"]["slack"]["connected"] is True
         assert slack.connections == 2
         slack.push(
             {

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from agent_core.process_identity import process_owner, provably_gone, take_over_leases
 from agent_core.storage.database import Database
@@ -67,3 +70,30 @@ async def test_the_leases_of_a_dead_holder_end_at_start(database: Database) -> N
     assert await store.lease_holders() == [alive]
     assert await store.take_lock("poller", owner=alive, ttl=300)
     assert not await store.take_lock("beat", owner=dead, ttl=300)
+
+
+def test_a_process_proc_hides_is_not_taken_for_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc refusing to show a live pid (hidepid, ProtectProc) proves nothing: the
+    holder counts as alive."""
+    child, owner = _owner_of_a_child()
+    real = Path.read_text
+
+    def hidden(path: Path, *args: object, **kwargs: object) -> str:
+        if path.name == "stat" and path.parent.name == str(child.pid):
+            raise PermissionError(13, "Permission denied")
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    try:
+        monkeypatch.setattr(Path, "read_text", hidden)
+        assert not provably_gone(owner)
+    finally:
+        monkeypatch.undo()
+        _kill(child)
+    assert provably_gone(owner)
+
+
+def test_another_hosts_holder_is_never_gone_from_here() -> None:
+    """The same boot and namespace hash under another host name (a cloned VM) is not
+    this place."""
+    _host, _pid, start, place, token = process_owner().rsplit(":", 4)
+    assert not provably_gone(f"elsewhere:999999:{start}:{place}:{token}")
