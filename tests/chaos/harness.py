@@ -141,6 +141,9 @@ class Chaos:
         self.recovered: set[str] = set()
         self.rss: list[tuple[float, int, int]] = []  # (time, kB, turns finished)
         self.errors: list[str] = []
+        # (server, down at, up again at), Unix time.
+        self.outages: list[tuple[str, float, float]] = []
+        self.slots_in_outages: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._update_ids = itertools.count(10_000)
         self._message_ids = itertools.count(20_000)
@@ -429,11 +432,14 @@ class Chaos:
                 time.sleep(0.1)
             if self.stop.is_set():
                 return
-            down = self.random.uniform(1.0, 3.0)
+            # Redis stays down past a schedule's 2 s period: some slot falls due meanwhile.
+            down = self.random.uniform(2.2, 3.0 if which == "redis" else 2.5)
+            at_down = time.time()
             if which == "postgres":
                 self.postgres.restart(crash=True, down_for=down)
             else:
                 self.redis.restart(kill=True, down_for=down)
+            self.outages.append((which, at_down, time.time()))
 
     def _sample_memory(self, steady: _Process) -> None:
         gateway = steady.gateway
@@ -634,6 +640,12 @@ class Chaos:
         )
         by_schedule: dict[str, list[datetime]] = collections.defaultdict(list)
         twice = missed = fired = 0
+        self.slots_in_outages = collections.Counter(
+            which
+            for _schedule, slot, _status, _answered in rows
+            for which, down, up in self.outages
+            if down <= slot.timestamp() <= up
+        )
         for schedule_id, slot, status, answered in rows:
             by_schedule[schedule_id].append(slot)
             twice += answered > 1
@@ -730,6 +742,8 @@ class Chaos:
             "slots_fired": fired,
             "slots_fired_twice": twice,
             "slots_missed": missed,
+            "slots_due_while_redis_down": self.slots_in_outages["redis"],
+            "slots_due_while_postgres_down": self.slots_in_outages["postgres"],
             "p99_kill_to_answer_seconds": None if recovery is None else round(recovery, 2),
             "kill_to_answer_measured": len(recoveries),
             "silent_after_a_kill": silent,

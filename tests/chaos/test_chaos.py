@@ -21,3 +21,5 @@ def test_random_kills_and_outages_lose_and_repeat_nothing(tmp_path: Path) -> Non
     assert failures(figures) == [], figures
     assert figures["kills"] >= 20, figures
     assert figures["postgres_restarts"] == figures["redis_restarts"] == 1
+    # Redis was down while a schedule fell due (and that slot ran once: the zeros above).
+    assert figures["slots_due_while_redis_down"] >= 1, figures
