@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, Edit, Platform, Reply
 
+ChunkSent = Callable[[int, str], Awaitable[None]]
+"""Told each chunk of a long reply as the platform accepts it: (index, message id)."""
+
 
 class Outbound(Protocol):
     """Something that can put replies and approval prompts in front of people."""
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Deliver ``reply`` and return the platform's message id (the receipt).
 
         ``reply.idempotency_key`` is stable across resends of the same reply; platforms
         that can dedupe on it (a nonce, a stored key) must, so a resend after a crash does
-        not show the reply twice. Raise ``DeliveryError`` when it cannot be delivered.
+        not show the reply twice. A platform that cannot (Telegram) reports each chunk of
+        a long reply to ``progress`` as it goes, to be journaled, and on a resend skips
+        the chunks in ``reply.delivered``. Raise ``DeliveryError`` when it cannot be
+        delivered.
         """
         ...
 
@@ -38,9 +46,11 @@ class OutboundRouter:
             raise DeliveryError(f"no sender configured for {platform}")
         return sender
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Deliver through the platform's sender."""
-        return await self._sender(reply.conversation.platform).send(reply)
+        return await self._sender(reply.conversation.platform).send(reply, progress=progress)
 
     async def edit(self, edit: Edit) -> None:
         """Edit through the platform's sender."""

@@ -142,6 +142,9 @@ class Reply:
     # An earlier attempt may have sent it already (its intent is journaled, its receipt
     # is not): a platform that can look its deliveries up does so before sending again.
     resend: bool = False
+    # Message ids of the leading chunks an earlier attempt journaled as sent (platforms
+    # with no lookup report chunks as they go): a resend starts after them.
+    delivered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -454,16 +454,26 @@ class TurnRunner:
         elif isinstance(step.input, dict):
             # Resend exactly what was journaled, not a fresh rendering.
             text = str(step.input.get("text", text))
+        sent: list[str] = []
+        if step is not None and isinstance(step.output, dict):
+            chunks = step.output.get("chunks")
+            sent = [str(receipt) for receipt in chunks] if isinstance(chunks, list) else []
         reply = Reply(
             conversation=turn.conversation,
             text=text,
             reply_to=turn.reply_to,
             idempotency_key=key,
             resend=step is not None,
+            delivered=tuple(sent),
         )
+
+        async def chunk_sent(index: int, receipt: str) -> None:
+            sent[index:] = [receipt]
+            await self._store.record_reply_chunks(turn.id, seq, sent)
+
         sending = tracing.reply_attributes(turn, seq, resent=step is not None)
         with tracing.span("chatgate.reply", sending):
-            receipt = await self._outbound.send(reply)
+            receipt = await self._outbound.send(reply, progress=chunk_sent)
         self._faults.hit("after_send")
         await self._store.record_reply_sent(
             turn.id, seq, receipt=receipt, turn_status=status, error=error

@@ -210,6 +210,10 @@ class Journal(Protocol):
         with ``extract`` the job that picks durable facts out of the turn is queued in it."""
         ...
 
+    async def record_reply_chunks(self, turn_id: int, seq: int, receipts: list[str]) -> None:
+        """Journal the message ids of a long reply's chunks sent so far."""
+        ...
+
     async def record_reply_sent(
         self,
         turn_id: int,

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from agent_core.budgets import BudgetLimits
-from agent_core.delivery import Outbound
+from agent_core.delivery import ChunkSent, Outbound
 from agent_core.errors import ModelError
 from agent_core.events import ApprovalPrompt, Edit, Reply
 from agent_core.faults import FaultPoints
@@ -75,7 +75,9 @@ class RecordingOutbound:
         self.sent: list[Reply | ApprovalPrompt] = []
         self.edits: list[Edit] = []
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Record the reply; the receipt counts deliveries."""
         self.sent.append(reply)
         return f"receipt-{len(self.sent)}"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.chunking import DISCORD_LIMIT, split_message
 from adapters.discord.render import approval_content, approval_view, jobs_view, nonce
 from adapters.markdown import to_discord
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, Edit, Reply
 from agent_core.journaled import JobsListing
@@ -78,7 +79,9 @@ class DiscordSender:
         if self._client is not None:
             await self._client.close()
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Send in the thread or channel, the first message replying to the triggering one;
         long text goes in several messages. The receipt is the first message's id."""
         import discord

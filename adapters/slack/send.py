@@ -18,6 +18,7 @@ from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.markdown import escape_slack, to_slack_mrkdwn
 from adapters.slack.parse import bare_user
 from adapters.slack.render import approval_blocks, jobs_blocks
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
@@ -93,7 +94,9 @@ class SlackSender:
             self.client.session = None
             await session.close()
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Post in the conversation's thread (long text in several messages); the receipt
         is the first message's ``ts``."""
         conversation = reply.conversation

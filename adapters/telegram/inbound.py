@@ -56,7 +56,9 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
     def __init__(self, settings: Settings, hooks: GatewayHooks | None = None) -> None:
         assert settings.telegram_bot_token is not None
         self.sender = TelegramSender(
-            settings.telegram_bot_token.get_secret_value(), base_url=settings.telegram_api_url
+            settings.telegram_bot_token.get_secret_value(),
+            base_url=settings.telegram_api_url,
+            faults=hooks.faults if hooks is not None else None,
         )
         self._settings = settings
         self._hooks = hooks

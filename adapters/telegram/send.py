@@ -14,8 +14,10 @@ from adapters.chunking import TELEGRAM_LIMIT, split_message
 from adapters.markdown import to_telegram_html
 from adapters.telegram.parse import BotIdentity
 from adapters.telegram.render import approval_keyboard, approval_text, jobs_keyboard
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, Edit, Reply
+from agent_core.faults import FaultPoints
 from agent_core.journaled import JobsListing
 
 if TYPE_CHECKING:
@@ -46,7 +48,14 @@ class TelegramSender:
     messages keep going meanwhile (PTB's ``AIORateLimiter`` would pause every chat).
     """
 
-    def __init__(self, token: str, *, base_url: str, max_retries: int = 3) -> None:
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str,
+        max_retries: int = 3,
+        faults: FaultPoints | None = None,
+    ) -> None:
         from telegram import Bot
         from telegram.request import HTTPXRequest
 
@@ -59,6 +68,7 @@ class TelegramSender:
         )
         self._max_retries = max_retries
         self._identity: BotIdentity | None = None
+        self._faults = faults or FaultPoints()
 
     async def open(self) -> None:
         """Nothing to open: the HTTP client connects on first use."""
@@ -88,9 +98,17 @@ class TelegramSender:
                 raise DeliveryError(f"telegram: {exc}") from exc
         raise AssertionError("unreachable")
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Send to the chat (in the topic, as a reply to the triggering message); long text
-        goes in several messages. The receipt is the first message's id."""
+        goes in several messages. The receipt is the first message's id.
+
+        The Bot API has no idempotency key and no way to read a chat back, so a resend
+        cannot find what an earlier attempt sent. What it can do: each chunk of a long
+        reply is reported to ``progress`` (journaled) as Telegram accepts it, and a resend
+        starts after ``reply.delivered``; a crash can repeat at most the one chunk
+        Telegram accepted and the journal did not hear of yet."""
         from telegram import ReplyParameters
 
         conversation = reply.conversation
@@ -114,14 +132,21 @@ class TelegramSender:
             )
             return str(sent.message_id)
         keyboard = _listing_keyboard(reply.payload)
-        receipts: list[str] = []
         chunks = split_message(to_telegram_html(reply.text), TELEGRAM_LIMIT, markup="html")
-        for index, chunk in enumerate(chunks):
+        receipts = list(reply.delivered[: len(chunks)])
+        for index in range(len(receipts), len(chunks)):
             last = index == len(chunks) - 1
             sent = await self._call(
-                "send_message", text=chunk, reply_markup=keyboard if last else None, **where
+                "send_message",
+                text=chunks[index],
+                reply_markup=keyboard if last else None,
+                **where,
             )
             receipts.append(str(sent.message_id))
+            if not last:
+                if progress is not None:
+                    await progress(index, receipts[-1])
+                self._faults.hit("after_chunk_sent")
         return receipts[0]
 
     async def edit(self, edit: Edit) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
+from agent_core.delivery import ChunkSent
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 
 
@@ -43,7 +44,9 @@ class WebSender:
     def __init__(self, hub: WebHub) -> None:
         self._hub = hub
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         """Publish the reply to the streams; the receipt is the reply's delivery key."""
         self._hub.publish(reply.conversation)
         return f"web:{reply.idempotency_key}"

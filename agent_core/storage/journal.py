@@ -195,6 +195,22 @@ def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecor
     )
 
 
+_CHUNKS = (
+    update(turn_steps)
+    .where(
+        turn_steps.c.turn_id == bindparam("b_turn"),
+        turn_steps.c.seq == bindparam("b_seq"),
+        turn_steps.c.status == "started",
+    )
+    .values(output=bindparam("b_output"))
+)
+
+
+def reply_chunks_sent(conn: Connection, turn_id: int, seq: int, receipts: list[str]) -> None:
+    """The leading chunks of a reply that went out, while the rest are still to send."""
+    conn.execute(_CHUNKS, {"b_turn": turn_id, "b_seq": seq, "b_output": {"chunks": list(receipts)}})
+
+
 def finish_turn(conn: Connection, turn_id: int, *, status: TurnStatus, error: str | None) -> None:
     conn.execute(
         _FINISH_TURN, {"b_turn": turn_id, "b_status": status, "b_error": error, "b_now": utcnow()}

@@ -183,6 +183,10 @@ class Store(PeopleRows):
             extract=extract,
         )
 
+    async def record_reply_chunks(self, turn_id: int, seq: int, receipts: list[str]) -> None:
+        """Journal the message ids of a long reply's chunks sent so far."""
+        await self.database.write(journal.reply_chunks_sent, turn_id, seq, receipts)
+
     async def record_reply_sent(
         self,
         turn_id: int,

@@ -19,10 +19,11 @@ import pytest
 
 from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.gateway import GatewayProcess
+from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.journal import wait_all_settled
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import FakeSlack
+from tests.fakes.telegram_server import WEBHOOK_SECRET, FakeTelegram
 from tests.scenario.test_slack import CHANNEL, _mention, _post_event, _press
 from tests.scenario.test_tool_crashes import tool_call
 
@@ -248,3 +249,43 @@ def test_metadata_another_app_forged_does_not_stop_a_slack_reply(
     ]
     assert len(slack.called("conversations.replies")) == 1
     assert _keys(slack.thread(CHANNEL, THREAD)) == ["1:2:0", "1:2:0"]  # the key it forged
+
+
+def test_a_long_telegram_reply_cut_between_chunks_repeats_none(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Telegram has no lookup, so each chunk's message id is journaled as it is sent:
+    killed after the first of several, the resend starts at the second, and every chunk
+    is in the chat once."""
+    text = "\n\n".join(f"Part {index}: " + "words " * 600 for index in range(3))
+    model_server.script(text)
+    with FakeTelegram() as telegram:
+        gateway = _gateway(tmp_path, database_url, **telegram.settings(), **model_server.settings())
+        try:
+            gateway.start(CHATGATE_TEST_FAULT="after_chunk_sent")
+            update = {
+                "update_id": 700_001,
+                "message": {
+                    "message_id": 41,
+                    "date": int(time.time()),
+                    "chat": {"id": 5150, "type": "private", "first_name": "Tess"},
+                    "from": {"id": 5150, "is_bot": False, "first_name": "Tess"},
+                    "text": "explain at length",
+                },
+            }
+            status, _ = http(
+                "POST",
+                f"{gateway.url}/telegram/webhook",
+                update,
+                headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
+            )
+            assert status == 200
+            assert gateway.wait_exit() == -9, gateway.log
+            assert len(telegram.delivered) == 1
+            gateway.start()
+            wait_all_settled(database_url)
+        finally:
+            gateway.stop()
+        parts = [m["text"].split(":")[0] for m in telegram.delivered]
+        assert parts == ["Part 0", "Part 1", "Part 2"], parts
+        assert len(model_server.requests) == 1

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select, update
 
 from agent_core.approvals import Approvals
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError, ModelError
 from agent_core.events import ApprovalPrompt, InboundMessage, Reply, utcnow
 from agent_core.jobs import JobPolicy, JobRunner
@@ -226,7 +227,9 @@ class PickyOutbound(RecordingOutbound):
         super().__init__()
         self.broken = broken
 
-    async def send(self, reply: Reply | ApprovalPrompt) -> str:
+    async def send(
+        self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         if reply.conversation.channel == self.broken:
             raise DeliveryError(f"{self.broken} is down")
         return await super().send(reply)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agent_core.approvals import Approvals
+from agent_core.delivery import ChunkSent
 from agent_core.errors import AlreadyDecided, NotAllowedToDecide
 from agent_core.events import ApprovalPrompt, InboundMessage, Reply
 from agent_core.loop import TurnRunner
@@ -431,7 +432,9 @@ class _QuickPresser(RecordingOutbound):
         super().__init__()
         self.approvals = Approvals(store, self, admins=[])
 
-    async def send(self, message: Reply | ApprovalPrompt) -> str:  # type: ignore[override]
+    async def send(  # type: ignore[override]
+        self, message: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
+    ) -> str:
         receipt = await super().send(message)
         if isinstance(message, ApprovalPrompt):
             await self.approvals.decide(message.approval_id, decision="approve", user="web:ann")
