@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.gateway import ROOT, free_port
+from tests.fakes.gateway import ROOT, GatewayProcess, free_port, http
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.conftest import ClientFactory
 from tests.scenario.test_approvals_api import _post, _until
@@ -148,3 +148,53 @@ async def test_a_streamable_http_server_works_the_same(
     result = model_server.requests[1]["messages"][-1]
     assert result["content"] == "Bergen: sunny, 21 C, for 1 day(s)"
     assert calls.read_text() == "Bergen\n"
+
+
+def test_killed_in_the_middle_of_an_mcp_call_asks_before_running_it_again(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """SIGKILL while the MCP server works on a call (it started; its outcome is unknown):
+    after the restart the call is not made again by itself; the user is asked, chooses
+    Skip, and the model is told; the server saw the call once."""
+    calls = tmp_path / "calls.txt"
+    config = _config(
+        tmp_path, calls, '\n[[policy]]\ntool = "weather__forecast"\ndecision = "allow"\n'
+    )
+    model_server.script(
+        tool_call("weather__forecast", {"city": "Slowtown"}), "I did not ask again."
+    )
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_CONFIG=str(config),
+        **model_server.settings(),
+    )
+    try:
+        gateway.start()
+        accepted = gateway.post("desk", "weather in Slowtown?", id="m-1")
+        conversation = str(accepted["conversation_id"])
+        deadline = time.monotonic() + 30
+        while not (calls.exists() and calls.read_text() == "Slowtown\n"):
+            assert time.monotonic() < deadline, gateway.log
+            time.sleep(0.05)
+        gateway.kill()
+        gateway.start()
+        deadline = time.monotonic() + 30
+        while not any(i["role"] == "approval" for i in gateway.messages(conversation)):
+            assert time.monotonic() < deadline, gateway.log
+            time.sleep(0.1)
+        approval = next(i for i in gateway.messages(conversation) if i["role"] == "approval")[
+            "approval"
+        ]
+        assert approval["kind"] == "recovery"
+        status, _ = http(
+            "POST", f"{gateway.url}/api/approvals/{approval['id']}", {"decision": "deny"}
+        )
+        assert status == 200
+        items = gateway.wait_settled(conversation)
+        assert [i["text"] for i in items if i["role"] == "assistant"] == ["I did not ask again."]
+        assert calls.read_text() == "Slowtown\n"
+        assert len(model_server.requests) == 2
+        assert "chose to skip" in model_server.requests[-1]["messages"][-1]["content"]
+    finally:
+        gateway.stop()
