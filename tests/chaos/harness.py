@@ -539,7 +539,7 @@ class Chaos:
                 if not process.alive():
                     process.launch()
         settle_started = time.monotonic()
-        stuck = self._settle(timeout=180)
+        stuck = self._settle(timeout=max(180.0, self.plan.seconds / 2))
         settle_seconds = time.monotonic() - settle_started
         self.stop.set()
         figures = self._figures(stuck)
