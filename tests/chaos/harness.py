@@ -353,19 +353,28 @@ class Chaos:
                 self.sent[tag] = "telegram"
             time.sleep(self.random.uniform(*self.plan.pause))
 
+    def _items(self, conversation_id: str) -> list[dict[str, Any]]:
+        """Every item of a web conversation (the API answers 500 at a time)."""
+        items: list[dict[str, Any]] = []
+        while True:
+            after = items[-1]["id"] if items else 0
+            status, body = self._to_a_gateway(
+                "GET", f"/api/conversations/{conversation_id}/messages?after={after}"
+            )
+            assert status == 200, body
+            items += body["items"]
+            if len(body["items"]) < 500:
+                return items
+
     def _press_approvals(self) -> None:
         """A person who approves whatever is asked in the web conversations."""
         while not self.stop.is_set():
             for conversation_id in list(self.web_ids.values()):
                 try:
-                    status, body = self._to_a_gateway(
-                        "GET", f"/api/conversations/{conversation_id}/messages"
-                    )
+                    items = self._items(conversation_id)
                 except AssertionError:
                     continue
-                if status != 200:
-                    continue
-                for item in body["items"]:
+                for item in items:
                     approval = item.get("approval") or {}
                     if item["role"] != "approval" or approval.get("status") != "pending":
                         continue
@@ -588,11 +597,8 @@ class Chaos:
         texts = [str(m.get("text") or "") for m in self.slack.messages]
         texts += [str(m.get("text") or "") for m in self.telegram.delivered]
         for conversation_id in self.web_ids.values():
-            status, body = self._to_a_gateway(
-                "GET", f"/api/conversations/{conversation_id}/messages"
-            )
-            assert status == 200, body
-            texts += [str(i["text"]) for i in body["items"] if i["role"] == "assistant"]
+            items = self._items(conversation_id)
+            texts += [str(i["text"]) for i in items if i["role"] == "assistant"]
         for text in texts:
             if text.startswith("tock:"):
                 continue
