@@ -66,6 +66,8 @@ class FakeDiscord(LoopbackServer):
         self._socket: web.WebSocketResponse | None = None
         self._seq = itertools.count(2)
         self.last_press: dict[str, Any] | None = None
+        # While set, the gateway endpoint answers 503 (Discord having trouble).
+        self.refuse_gateway = False
 
     @property
     def api_url(self) -> str:
@@ -113,6 +115,18 @@ class FakeDiscord(LoopbackServer):
         assert socket is not None, "no client connected"
         frame = {"op": 0, "t": event, "s": next(self._seq), "d": data}
         asyncio.run_coroutine_threadsafe(socket.send_json(frame), self._loop).result(10)
+
+    def drop(self) -> None:
+        """Cut the gateway connection without a close frame (the TCP connection aborts)."""
+
+        def abort() -> None:
+            socket = self._socket
+            if socket is not None and socket._req is not None:
+                transport = socket._req.transport
+                if transport is not None:
+                    transport.abort()
+
+        self._loop.call_soon_threadsafe(abort)
 
     def reconnect(self) -> None:
         """Ask the client to reconnect and RESUME (op 7)."""
@@ -188,7 +202,9 @@ class FakeDiscord(LoopbackServer):
         self.last_press = data
         return interaction_id
 
-    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_gateway:
+            return web.Response(status=503, text="upstream trouble")
         socket = web.WebSocketResponse()
         await socket.prepare(request)
         self.connections += 1

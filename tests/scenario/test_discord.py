@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.discord_server import CHANNEL, THREAD, FakeDiscord
-from tests.fakes.gateway import GatewayProcess
+from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.test_tool_crashes import tool_call
 
@@ -255,3 +255,31 @@ def test_with_self_approve_off_the_requester_is_refused_and_an_admin_runs_it_onc
         assert len(model_server.requests) == 2
     finally:
         gateway.stop()
+
+
+def test_a_gateway_connection_cut_without_a_close_frame_is_deaf_until_back(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    """The fake aborts the gateway connection and refuses new ones for a while: /readyz
+    names Discord deaf meanwhile (the gateway still serves); discord.py reconnects once
+    it may, and a message after that is answered."""
+    model_server.script("back again")
+    discord.refuse_gateway = True
+    discord.drop()
+    deadline = time.monotonic() + 30
+    while http("GET", f"{gateway.url}/readyz")[1]["deaf"] != ["discord"]:
+        assert time.monotonic() < deadline, gateway.log
+        time.sleep(0.1)
+    status, body = http("GET", f"{gateway.url}/readyz")
+    assert status == 200, body
+    assert body["platforms"]["discord"]["connected"] is False
+    discord.refuse_gateway = False
+    deadline = time.monotonic() + 60
+    while http("GET", f"{gateway.url}/readyz")[1]["deaf"]:
+        assert time.monotonic() < deadline, gateway.log
+        time.sleep(0.1)
+    discord.wait_connected(2)
+    discord.message_create("still there?", mention=True)
+    [reply] = _wait_created(discord, 1)
+    assert reply["content"] == "back again"
+    assert "discord gateway connection lost" in gateway.log
