@@ -144,6 +144,7 @@ class Chaos:
         # (server, down at, up again at), Unix time.
         self.outages: list[tuple[str, float, float]] = []
         self.slots_in_outages: collections.Counter[str] = collections.Counter()
+        self.stuck_detail: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._update_ids = itertools.count(10_000)
         self._message_ids = itertools.count(20_000)
@@ -587,6 +588,7 @@ class Chaos:
                     quiet = 0
             time.sleep(0.5)
         open_turns, open_jobs = self._db(busy)
+        self.stuck_detail = self._db(_stuck_detail)
         return open_turns + open_jobs
 
     # -- figures ------------------------------------------------------------------------
@@ -759,6 +761,8 @@ class Chaos:
         }
         if self.errors:
             figures["harness_error_examples"] = self.errors[:3]
+        if stuck:
+            figures["stuck_detail"] = self.stuck_detail
         if duplicated or lost:
             figures["examples"] = {
                 "duplicated": duplicated[:5],
@@ -789,6 +793,50 @@ class Chaos:
             if per_thousand is None
             else round(per_thousand, 2),
         }
+
+
+def _stuck_detail(conn: Connection) -> dict[str, Any]:
+    """What is still open after the settle: turns by status and lane, and the first jobs
+    with what their row says (for finding out why)."""
+    now = time.time()
+    open_turns = conn.execute(
+        select(turns.c.status, turns.c.lane, func.count())
+        .where(turns.c.status.in_(("pending", "running", "waiting")))
+        .group_by(turns.c.status, turns.c.lane)
+    ).all()
+    open_jobs = conn.execute(
+        select(
+            jobs.c.id,
+            jobs.c.kind,
+            jobs.c.status,
+            jobs.c.attempts,
+            jobs.c.enqueued_at,
+            jobs.c.lease_expires_at,
+            jobs.c.not_before,
+        )
+        .where(jobs.c.status.in_(("queued", "running")))
+        .order_by(jobs.c.id)
+        .limit(8)
+    ).all()
+
+    def ago(at: datetime | None) -> float | None:
+        return None if at is None else round(now - at.timestamp(), 1)
+
+    return {
+        "turns": {f"{status}/{lane}": int(n) for status, lane, n in open_turns},
+        "jobs": [
+            {
+                "id": int(row.id),
+                "kind": row.kind,
+                "status": row.status,
+                "attempts": int(row.attempts),
+                "sent_ago": ago(row.enqueued_at),
+                "lease_ended_ago": ago(row.lease_expires_at),
+                "due_ago": ago(row.not_before),
+            }
+            for row in open_jobs
+        ],
+    }
 
 
 def _tool(name: str, arguments: dict[str, Any]) -> Scripted:
