@@ -300,8 +300,10 @@ def note_sent(conn: Connection, note_id: int, *, receipt: str) -> None:
 
 def to_send(conn: Connection, *, now: datetime, resend_after: timedelta) -> list[int]:
     """Jobs a broker should (again) be given: due and never sent (or sent long ago with
-    no worker taking them: a broker that lost its data), and running ones whose worker
-    died (the lease expired) and that were not resent since."""
+    no worker taking them: a broker that lost its data, or a worker that died holding the
+    message), and running ones whose worker died (the lease expired) that were not resent
+    since, or were resent long ago and no worker took them (that message went the same
+    way)."""
     stale = now - resend_after
     query = (
         select(jobs.c.id)
@@ -318,6 +320,7 @@ def to_send(conn: Connection, *, now: datetime, resend_after: timedelta) -> list
                     or_(
                         jobs.c.enqueued_at.is_(None),
                         jobs.c.enqueued_at < jobs.c.lease_expires_at,
+                        jobs.c.enqueued_at < stale,
                     ),
                 ),
             )

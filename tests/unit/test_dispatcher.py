@@ -307,3 +307,53 @@ async def test_a_job_stranded_with_a_worker_is_sent_again_only_when_the_broker_i
     assert queue.jobs == [job, job]
     await store.jobs_sent([job], now=T0 + timedelta(hours=1, seconds=40))
     assert (await dispatcher.tick(T0 + timedelta(hours=1, seconds=50))).resent == 0
+
+
+async def test_a_dead_workers_job_whose_resend_was_lost_too_is_sent_again(
+    database: Database,
+) -> None:
+    """Found by the chaos run: a worker dies mid-job (the lease expires), the job is sent
+    again, and that message dies with another worker before anyone claims it. Once the
+    broker is idle and the resend is stranded_after old, it is sent once more (before,
+    it waited for the broker's visibility timeout, half an hour)."""
+    store = Store(database)
+    schedules = _schedules(store)
+    conversation_id = await _conversation(store)
+    await schedules.create(
+        conversation_id=conversation_id, user="web:alice", prompt="p", spec="every 1h", now=T0
+    )
+    waiting = [0]
+
+    async def backlog() -> int:
+        return waiting[0]
+
+    queue = RecordingJobQueue()
+    dispatcher = ScheduleDispatcher(
+        store,
+        schedules,
+        queue,
+        resend_after=timedelta(hours=1),
+        backlog=backlog,
+        stranded_after=timedelta(seconds=30),
+    )
+    start = T0 + timedelta(hours=1)
+    await dispatcher.tick(start)
+    [job] = queue.jobs
+    died = start + timedelta(seconds=20)
+    await database.write(
+        lambda conn: conn.execute(
+            jobs.update()
+            .where(jobs.c.id == job)
+            .values(status="running", lease_owner="dead", lease_expires_at=died)
+        )
+    )
+    # The lease ran out: sent again at once, however busy the broker.
+    waiting[0] = 5
+    assert (await dispatcher.tick(died + timedelta(seconds=1))).resent == 1
+    await store.jobs_sent([job], now=died + timedelta(seconds=1))
+    # That message was lost too. While it may still be waiting in a busy broker, nothing.
+    assert (await dispatcher.tick(died + timedelta(seconds=60))).resent == 0
+    # The broker is idle and nobody claimed the job for 30 s and more: sent again.
+    waiting[0] = 0
+    assert (await dispatcher.tick(died + timedelta(seconds=60))).resent == 1
+    assert queue.jobs == [job, job, job]
