@@ -39,8 +39,10 @@ def _delivered() -> Iterator[None]:
 DELIVERY_EVENT = "chatgate_delivery"
 """The ``event_type`` of the message metadata every message chatgate posts carries: its
 ``event_payload`` holds the delivery key, so a resend can find what was posted already."""
-# How many messages back a resend looks for its earlier delivery (two pages).
+# How far a resend looks for its earlier delivery: messages, and pages (Slack may hand
+# out as few as 15 messages a page, and one page a minute, to some apps).
 _LOOKUP_LIMIT = 400
+_LOOKUP_PAGES = 3
 
 
 def delivery_metadata(key: str) -> dict[str, object]:
@@ -143,14 +145,15 @@ class SlackSender:
         without the scopes a crash at the wrong moment can still mean a duplicate."""
         wanted = set(keys)
         found: dict[str, str] = {}
-        seen = 0
+        seen = pages = 0
         cursor: str | None = None
         try:
             if self._bot_id is None:
                 # Only our own messages count: anyone who may post in the channel could
                 # post metadata that looks like ours.
                 self._bot_id = str((await self.client.auth_test()).get("bot_id") or "")
-            while seen < _LOOKUP_LIMIT:
+            while seen < _LOOKUP_LIMIT and pages < _LOOKUP_PAGES:
+                pages += 1
                 page: dict[str, object] = {
                     "channel": conversation.channel,
                     "include_all_metadata": True,
