@@ -22,7 +22,6 @@ import collections
 import contextlib
 import itertools
 import json
-import os
 import random
 import re
 import threading
@@ -882,8 +881,3 @@ def table(figures: dict[str, Any]) -> str:
 def failures(figures: dict[str, Any]) -> list[str]:
     """The promised zeros that were not."""
     return [f"{name} = {figures[name]}" for name in ZEROS if figures.get(name)]
-
-
-def environment_note() -> str:
-    """What ran it (for the figures line)."""
-    return f"{os.cpu_count()} cores"

@@ -210,14 +210,12 @@ def test_a_rate_limited_reply_still_arrives(
     assert [name for name, _ in slack.calls].count("ratelimited") == 1
 
 
-def test_socket_mode_answers_a_mention_like_the_events_api(
+def _socket_mode(
     database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
-) -> None:
-    """With SLACK_APP_TOKEN and no signing secret: the gateway opens the socket
-    (apps.connections.open), acks each envelope, answers in the thread; a redelivery
-    (retry_attempt) is one turn; the HTTP route stays closed."""
+) -> GatewayProcess:
+    """A gateway (not started) on Socket Mode only: an app token, no signing secret."""
     settings = {k: v for k, v in slack.settings().items() if k != "SLACK_SIGNING_SECRET"}
-    process = GatewayProcess(
+    return GatewayProcess(
         database_url=database_url,
         workdir=tmp_path,
         CHATGATE_ACCESS="open",
@@ -225,6 +223,15 @@ def test_socket_mode_answers_a_mention_like_the_events_api(
         **settings,
         **model_server.settings(),
     )
+
+
+def test_socket_mode_answers_a_mention_like_the_events_api(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """With SLACK_APP_TOKEN and no signing secret: the gateway opens the socket
+    (apps.connections.open), acks each envelope, answers in the thread; a redelivery
+    (retry_attempt) is one turn; the HTTP route stays closed."""
+    process = _socket_mode(database_url, model_server, slack, tmp_path)
     model_server.script("over the socket")
     process.start()
     try:
@@ -465,15 +472,7 @@ def test_a_socket_cut_without_a_close_frame_is_noticed_and_reconnected(
     for a while: /readyz (still 200: the gateway serves the rest) and the metrics say
     Slack is deaf meanwhile; once Slack lets it, the gateway is connected again and
     answers over the new socket."""
-    settings = {k: v for k, v in slack.settings().items() if k != "SLACK_SIGNING_SECRET"}
-    process = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        SLACK_APP_TOKEN=APP_TOKEN,
-        **settings,
-        **model_server.settings(),
-    )
+    process = _socket_mode(database_url, model_server, slack, tmp_path)
     model_server.script("after the reconnect")
     process.start()
     try:
