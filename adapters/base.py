@@ -9,7 +9,8 @@ platforms only through this module.
 
 An adapter hands every message and button press to the gateway's :class:`EventSink`; the
 few gateway concerns it needs besides (a lock one process holds at a time, setting an
-unhandleable event aside, the test fault points) come as :class:`GatewayHooks`.
+unhandleable event aside, the test fault points, where a new session catches up from)
+come as :class:`GatewayHooks`.
 
 Errors (raised by adapters, mapped to HTTP statuses and exit codes by the gateway):
 
@@ -31,7 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
 from agent_core.delivery import Outbound
-from agent_core.events import ButtonPress, InboundMessage, Platform
+from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform
 from agent_core.faults import FaultPoints
 from agent_core.records import Accepted
 
@@ -147,6 +148,13 @@ class GatewayHooks:
     rejected: Callable[[Platform], None]
     # The process's test fault points (crash tests only).
     faults: FaultPoints
+    # Until when a platform's receiving session was last known to hear everything (kept
+    # across processes; None when none ever did), and keeping it: where a new session
+    # catches up from.
+    heard_until: Callable[[Platform], Awaitable[datetime | None]]
+    hear_until: Callable[[Platform, datetime], Awaitable[None]]
+    # A platform's conversations active since a time, most recent first.
+    recent: Callable[[Platform, datetime], Awaitable[list[ConversationKey]]]
 
 
 class Hearing:

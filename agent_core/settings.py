@@ -340,6 +340,15 @@ class Settings(BaseSettings):
         "wss://gateway.discord.gg",
         validation_alias=AliasChoices("DISCORD_GATEWAY_URL", "discord_gateway_url"),
     )
+    # How far back a new Discord gateway session reads what was written while no session
+    # heard (0: not at all).
+    discord_catch_up_seconds: float = Field(
+        86400.0,
+        ge=0,
+        validation_alias=AliasChoices(
+            "CHATGATE_DISCORD_CATCH_UP_SECONDS", "discord_catch_up_seconds"
+        ),
+    )
 
     @field_validator("fallback_models", "admins", "allow", "test_fault", mode="before")
     @classmethod

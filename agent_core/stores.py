@@ -529,6 +529,15 @@ class LockStore(Protocol):
         """End every lease ``owners`` hold now, as if it had expired; how many."""
         ...
 
+    async def heard_until(self, platform: str) -> datetime | None:
+        """Until when ``platform``'s receiving session was last known to hear (None when
+        none ever did)."""
+        ...
+
+    async def hear_until(self, platform: str, at: datetime) -> None:
+        """``platform``'s receiving session heard everything sent before ``at``."""
+        ...
+
 
 class Storage(
     Ledger,

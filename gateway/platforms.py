@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Coroutine, Mapping
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -19,7 +20,14 @@ from adapters.base import ChatAdapter, GatewayHooks, Hearing, Refuse
 from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
 from agent_core.errors import ApprovalError, ScheduleActionError
-from agent_core.events import ButtonAction, ButtonPress, Edit, InboundMessage, Platform
+from agent_core.events import (
+    ButtonAction,
+    ButtonPress,
+    ConversationKey,
+    Edit,
+    InboundMessage,
+    Platform,
+)
 from agent_core.faults import FaultPoints
 from agent_core.records import Accepted, ApprovalDecision
 from agent_core.scheduling.service import ScheduleAction
@@ -197,8 +205,25 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
     def rejected(platform: Platform) -> None:
         app[RUNTIME].inbound.reject(platform)
 
+    async def heard_until(platform: Platform) -> datetime | None:
+        return await app[RUNTIME].store.heard_until(platform)
+
+    async def hear_until(platform: Platform, at: datetime) -> None:
+        await app[RUNTIME].store.hear_until(platform, at)
+
+    async def recent(platform: Platform, since: datetime) -> list[ConversationKey]:
+        found = await app[RUNTIME].store.list_conversations(platform=platform, limit=500)
+        return [c.key for c in found if c.updated_at >= since]
+
     return GatewayHooks(
-        lock=lock, set_aside=set_aside, database_up=database_up, rejected=rejected, faults=faults
+        lock=lock,
+        set_aside=set_aside,
+        database_up=database_up,
+        rejected=rejected,
+        faults=faults,
+        heard_until=heard_until,
+        hear_until=hear_until,
+        recent=recent,
     )
 
 

@@ -3,7 +3,9 @@ content), button presses through ``ui.DynamicItem`` so buttons sent before a res
 still work.
 
 discord.py resumes the session after a disconnect (Discord replays what was missed; the
-ingress ledger drops what is already stored). ``DISCORD_API_URL`` and
+ingress ledger drops what is already stored); a new session reads what no session heard
+(``adapters.discord.catch_up``). A message that cannot be stored (the database is down)
+is tried again until it is: Discord would not send it again. ``DISCORD_API_URL`` and
 ``DISCORD_GATEWAY_URL`` are set on discord.py's class attributes (it has no options for
 them).
 """
@@ -19,10 +21,12 @@ import structlog
 from aiohttp import web
 
 from adapters.base import Check, EventSink, GatewayHooks, Hearing, Lock, SenderLifecycle
+from adapters.discord.catch_up import MARK_EVERY, CatchUp, Mark
 from adapters.discord.parse import MessageFacts, attachment, button_press, inbound
 from adapters.discord.render import button_class
 from adapters.discord.send import DiscordSender, point_at
-from agent_core.events import InboundMessage, Platform
+from agent_core.events import InboundMessage, Platform, utcnow
+from agent_core.records import Accepted
 from agent_core.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,6 +37,9 @@ log = structlog.get_logger("chatgate.discord")
 _TYPING_SECONDS = 8.0
 _TYPING_LIMIT_SECONDS = 120.0
 _REMEMBERED_PRESSES = 4096
+# Storing a message: tries while the database answers before it is set aside.
+_ATTEMPTS = 3
+_RETRY_CAP_SECONDS = 30.0
 
 
 def intents() -> discord.Intents:
@@ -113,6 +120,10 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         # Interactions handled lately: Discord replays events missed before a RESUME, and
         # an interaction may be answered only once.
         self._pressed: OrderedDict[int, None] = OrderedDict()
+        self._mark = Mark()
+        self._catch_up = (
+            CatchUp(hooks, horizon=settings.discord_catch_up_seconds) if hooks else None
+        )
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
         """No routes: everything comes over the gateway connection."""
@@ -157,13 +168,19 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             async def setup_hook(self) -> None:
                 self.add_dynamic_items(button_class())
 
+            async def on_connect(self) -> None:
+                # READY: a new session, which hears from now on (not a RESUME).
+                outer.new_session()
+
             async def on_ready(self) -> None:
                 log.info("discord connected", bot=str(self.user), guilds=len(self.guilds))
                 outer.hearing.connected_now()
+                await outer.catch_up(sink)
 
             async def on_resumed(self) -> None:
                 log.info("discord session resumed")
                 outer.hearing.connected_now()
+                await outer.resumed()
 
             async def on_disconnect(self) -> None:
                 # discord.py reconnects (and resumes) with backoff by itself.
@@ -180,17 +197,93 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
 
         return Client(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
 
+    def new_session(self) -> None:
+        """A new gateway session: nothing before it is known to be heard until the
+        catch-up is done."""
+        self._mark.hold()
+        if self._catch_up is not None:
+            self._catch_up.connecting()
+
+    async def resumed(self) -> None:
+        """Discord replays what the session missed: nothing to catch up."""
+        self._mark.release()
+        if self._catch_up is not None:
+            self._catch_up.not_needed()
+        await self._write_mark()
+
+    async def catch_up(self, sink: EventSink) -> None:
+        """Read what was written while no session heard (``adapters.discord.catch_up``)."""
+        if self._catch_up is None:
+            return
+        assert self.client is not None
+        try:
+            await self._catch_up.run(self.client, lambda message: self._receive(message, sink))
+        finally:
+            self._mark.release()
+        await self._write_mark()
+
     async def on_message(self, message: discord.Message, sink: EventSink) -> None:
-        """Store an addressed message (a RESUME's replay is a duplicate), then type until
-        the reply goes out."""
+        """A live message: after its channel's catch-up, if one runs, store it if it is
+        addressed to the bot (a RESUME's replay is a duplicate)."""
+        if self._catch_up is not None:
+            await self._catch_up.live(message.channel.id)
+        await self._receive(message, sink)
+
+    async def _receive(self, message: discord.Message, sink: EventSink) -> bool:
+        """Store the message if it is addressed to the bot, then type until the reply
+        goes out; True when it opened a turn."""
         assert self.client is not None
         assert self.client.user is not None
         event = inbound(facts_from_message(message), bot_id=str(self.client.user.id))
         if not isinstance(event, InboundMessage):
-            return
-        accepted = await sink(event)
+            return False
+        self._mark.storing(message.id)
+        accepted = await self._store(event, sink)
+        self._mark.stored(message.id)
         if accepted is not None and accepted.turn_id and not accepted.duplicate:
             self._start_typing(message.channel)
+            return True
+        return False
+
+    async def _store(self, event: InboundMessage, sink: EventSink) -> Accepted | None:
+        """Hand the event to the sink until it is stored: Discord will not send it again.
+        After ``_ATTEMPTS`` failures while the database answers it is set aside instead
+        (None)."""
+        assert self._hooks is not None
+        attempts = 0
+        while True:
+            try:
+                return await sink(event)
+            except Exception as exc:
+                attempts += 1
+                log.error(
+                    "storing a discord message failed",
+                    event_id=event.platform_event_id,
+                    attempts=attempts,
+                    error=repr(exc),
+                )
+                if attempts >= _ATTEMPTS and await self._hooks.database_up():
+                    raw = {"channel_id": event.raw.get("channel_id"), "text": event.text}
+                    error = f"{type(exc).__name__}: {exc}"
+                    if await self._hooks.set_aside("discord", event.platform_event_id, raw, error):
+                        return None
+                await asyncio.sleep(min(_RETRY_CAP_SECONDS, 0.5 * 2**attempts))
+
+    async def _keep_mark(self) -> None:
+        """While connected, keep until when everything heard is stored."""
+        while True:
+            await asyncio.sleep(MARK_EVERY)
+            await self._write_mark()
+
+    async def _write_mark(self) -> None:
+        assert self._hooks is not None
+        at = self._mark.until(utcnow())
+        if at is None or not self.hearing.connected:
+            return
+        try:
+            await self._hooks.hear_until("discord", at)
+        except Exception as exc:
+            log.warning("could not keep discord's hearing mark", error=repr(exc))
 
     async def on_press(
         self, interaction: discord.Interaction, custom: str, sink: EventSink
@@ -259,6 +352,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         client = self._build(sink)
         self.client = client
         self.hearing.connected = False
+        marking = asyncio.create_task(self._keep_mark(), name="discord:mark")
         try:
             await client.login(token.get_secret_value())
             self.sender.use(client)
@@ -273,6 +367,9 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             )
             await asyncio.Event().wait()
         finally:
+            marking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._write_mark()  # heard until now, if still connected
             self.hearing.released()
             for task in list(self._typing.values()):
                 task.cancel()

@@ -393,6 +393,15 @@ maintenance = Table(
     Column("last_slot", UTCDateTime(), nullable=False),
 )
 
+# Until when each platform's receiving session was known to hear everything sent to it
+# (Discord: a new gateway session reads what was written after this, less a margin).
+hearing_marks = Table(
+    "hearing_marks",
+    metadata,
+    Column("platform", String(16), primary_key=True),
+    Column("heard_until", UTCDateTime(), nullable=False),
+)
+
 FTS_OBJECTS = ("memories_fts",)
 """Names the migrations create outside this metadata (the comparison skips them)."""
 

@@ -43,6 +43,7 @@ from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger, upkeep
 from agent_core.storage import leases as lease_sql
 from agent_core.storage import locks as lock_sql
+from agent_core.storage import marks as mark_sql
 from agent_core.storage import owners as owner_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage import usage as usage_sql
@@ -214,6 +215,15 @@ class Store(PeopleRows):
     async def release_lock(self, name: str, *, owner: str) -> None:
         """Give the lock up (a no-op when it is not ours)."""
         await self.database.write(lock_sql.release, name, owner=owner)
+
+    async def heard_until(self, platform: str) -> datetime | None:
+        """Until when ``platform``'s receiving session was last known to hear (None when
+        none ever did)."""
+        return await self.database.read(mark_sql.heard_until, platform)
+
+    async def hear_until(self, platform: str, at: datetime) -> None:
+        """``platform``'s receiving session heard everything sent before ``at``."""
+        await self.database.write(mark_sql.hear_until, platform, at)
 
     async def lease_holders(self) -> list[str]:
         """Who holds a lease that has not expired: a conversation's, a job's or a lock."""

@@ -6,8 +6,12 @@ followups) with ``Content-Type: application/json`` exactly, as discord.py requir
 honours ``nonce`` + ``enforce_nonce`` like Discord (the same nonce returns the message
 already created). It can answer a channel's next message with a 429 carrying the ``Via``
 header (a real rate limit, which discord.py retries; without ``Via`` it is a Cloudflare
-ban). The gateway says HELLO, answers IDENTIFY with READY and a GUILD_CREATE, RESUME with
-RESUMED, heartbeats with ACKs, and pushes the dispatches a test gives it.
+ban). The gateway says HELLO, answers IDENTIFY with READY and a GUILD_CREATE (each channel
+with its ``last_message_id``), RESUME with RESUMED and the dispatches the session missed,
+heartbeats with ACKs, and pushes the dispatches a test gives it. Like Discord, what is sent
+while no session is connected reaches only a RESUME of the same session; a new session
+(IDENTIFY) starts from now. Every message is kept per channel, and
+``GET channels/{id}/messages`` pages through them (``after``, ``before``, ``limit``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ BOT_USER = {"id": BOT_ID, "username": "chatgate", "discriminator": "4242", "avat
             "bot": True, "global_name": None}  # fmt: skip
 # GATEWAY_MESSAGE_CONTENT: the privileged intent switched on in the developer portal.
 MESSAGE_CONTENT_FLAG = 1 << 18
+EPHEMERAL = 1 << 6
+DISCORD_EPOCH_MS = 1_420_070_400_000
+# What @everyone may do in the test guild: view channels, send, read history.
+EVERYONE_PERMISSIONS = str((1 << 10) | (1 << 11) | (1 << 16))
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -54,6 +62,11 @@ class FakeDiscord(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.messages: dict[str, dict[str, Any]] = {}
+        # Every message (people's and the bot's) by channel, oldest first.
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        # The current session's dispatches (a RESUME replays those after its seq).
+        self._session_id: str | None = None
+        self._backlog: list[dict[str, Any]] = []
         # Messages created, in order (a nonce-deduplicated resend is not a new one).
         self.created: list[dict[str, Any]] = []
         self.rate_limited: dict[str, int] = {}
@@ -61,13 +74,15 @@ class FakeDiscord(LoopbackServer):
         self.identified: list[dict[str, Any]] = []
         self.resumed = 0
         self.connections = 0
-        self._ids = itertools.count(1400000000000000000)
+        self._last_id = 0
         self._nonces: dict[tuple[str, str], dict[str, Any]] = {}
         self._socket: web.WebSocketResponse | None = None
         self._seq = itertools.count(2)
         self.last_press: dict[str, Any] | None = None
         # While set, the gateway endpoint answers 503 (Discord having trouble).
         self.refuse_gateway = False
+        # Seconds each history read takes (a slow catch-up).
+        self.history_delay = 0.0
 
     @property
     def api_url(self) -> str:
@@ -93,8 +108,12 @@ class FakeDiscord(LoopbackServer):
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
 
     def next_id(self) -> str:
-        """A fresh snowflake."""
-        return str(next(self._ids))
+        """A fresh snowflake: like Discord's, the time it was made (milliseconds since
+        2015) above 22 bits of sequence, so ids grow with time."""
+        with self._lock:
+            stamp = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+            self._last_id = max(stamp, self._last_id + 1)
+            return str(self._last_id)
 
     def limit_channel(self, channel_id: str, times: int = 1) -> None:
         """Answer the next ``times`` messages to ``channel_id`` with a 429 (with ``Via``)."""
@@ -109,12 +128,20 @@ class FakeDiscord(LoopbackServer):
             time.sleep(0.05)
         raise AssertionError(f"no gateway session after {timeout}s")
 
-    def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Push a dispatch to the connected client."""
+    def dispatch(self, event: str, data: dict[str, Any], *, connected: bool = True) -> bool:
+        """Push a dispatch to the connected client (``connected``: one must be); False
+        when none is, or the send failed: only a RESUME of this session gets it then."""
         socket = self._socket
-        assert socket is not None, "no client connected"
+        assert socket is not None or not connected, "no client connected"
         frame = {"op": 0, "t": event, "s": next(self._seq), "d": data}
-        asyncio.run_coroutine_threadsafe(socket.send_json(frame), self._loop).result(10)
+        self._backlog.append(frame)
+        if socket is None:
+            return False
+        try:
+            asyncio.run_coroutine_threadsafe(socket.send_json(frame), self._loop).result(10)
+        except (ConnectionError, RuntimeError, TimeoutError):
+            return False
+        return True
 
     def drop(self) -> None:
         """Cut the gateway connection without a close frame (the TCP connection aborts)."""
@@ -144,8 +171,11 @@ class FakeDiscord(LoopbackServer):
         channel: str = CHANNEL,
         guild: str | None = GUILD,
         mention: bool = False,
+        connected: bool = True,
     ) -> dict[str, Any]:
-        """Push a MESSAGE_CREATE from a person; return its data."""
+        """A person writes: keep the message and push its MESSAGE_CREATE (``connected``:
+        a client must be connected; otherwise, when none is, it is only kept); return
+        its data."""
         data: dict[str, Any] = {
             "id": self.next_id(),
             "type": 0,
@@ -168,7 +198,8 @@ class FakeDiscord(LoopbackServer):
             data["guild_id"] = guild
             data["member"] = {"roles": [], "joined_at": "2026-01-01T00:00:00+00:00",
                               "deaf": False, "mute": False, "flags": 0}  # fmt: skip
-        self.dispatch("MESSAGE_CREATE", data)
+        self.history.setdefault(channel, []).append(data)
+        self.dispatch("MESSAGE_CREATE", data, connected=connected)
         return data
 
     def press(self, message: dict[str, Any], custom_id: str, *, presser: str) -> str:
@@ -219,13 +250,22 @@ class FakeDiscord(LoopbackServer):
             elif op == 2:
                 self.identified.append(payload["d"])
                 self._socket = socket
+                self._session_id = f"session-{self.connections}"
+                self._backlog = []
                 await socket.send_json(self._ready())
                 await socket.send_json(
                     {"op": 0, "t": "GUILD_CREATE", "s": next(self._seq), "d": self._guild()}
                 )
             elif op == 6:
+                resume = payload["d"]
+                if resume.get("session_id") != self._session_id:
+                    await socket.send_json({"op": 9, "d": False})  # invalid session
+                    continue
                 self.resumed += 1
                 self._socket = socket
+                seq = int(resume.get("seq") or 0)
+                for frame in [f for f in self._backlog if f["s"] > seq]:
+                    await socket.send_json(frame)
                 await socket.send_json({"op": 0, "t": "RESUMED", "s": next(self._seq), "d": {}})
         if self._socket is socket:
             self._socket = None
@@ -240,7 +280,7 @@ class FakeDiscord(LoopbackServer):
                 "v": 10,
                 "user": BOT_USER,
                 "guilds": [{"id": GUILD, "unavailable": True}],
-                "session_id": f"session-{self.connections}",
+                "session_id": self._session_id,
                 "resume_gateway_url": self.gateway_url,
                 "application": {"id": APP_ID, "flags": self.application_flags},
                 "private_channels": [],
@@ -257,6 +297,7 @@ class FakeDiscord(LoopbackServer):
             "permission_overwrites": [],
             "nsfw": False,
             "parent_id": None,
+            "last_message_id": self.last_message_id(CHANNEL),
         }
         thread = {
             "id": THREAD,
@@ -279,13 +320,17 @@ class FakeDiscord(LoopbackServer):
             },
             "message_count": 1,
             "member_count": 2,
+            "last_message_id": self.last_message_id(THREAD),
         }
         return {
             "id": GUILD, "name": "Test guild", "icon": None, "owner_id": "301234567890123456",
-            "roles": [{"id": GUILD, "name": "@everyone", "permissions": "0", "position": 0,
+            "roles": [{"id": GUILD, "name": "@everyone", "permissions": EVERYONE_PERMISSIONS,
+                       "position": 0,
                        "color": 0, "hoist": False, "managed": False, "mentionable": False,
                        "flags": 0}],
-            "channels": [channel], "threads": [thread], "members": [], "emojis": [],
+            "channels": [channel], "threads": [thread], "emojis": [],
+            "members": [{"user": BOT_USER, "roles": [], "joined_at": "2026-01-01T00:00:00+00:00",
+                         "deaf": False, "mute": False, "flags": 0}],
             "stickers": [], "features": [], "member_count": 2, "large": False,
             "unavailable": False, "joined_at": "2026-01-01T00:00:00+00:00", "voice_states": [],
             "presences": [], "stage_instances": [], "guild_scheduled_events": [],
@@ -308,7 +353,10 @@ class FakeDiscord(LoopbackServer):
         authorised = request.headers.get("Authorization") == f"Bot {TOKEN}"
         if not authorised and not path.startswith(("interactions/", "webhooks/")):
             return _json({"message": "401: Unauthorized", "code": 0}, 401)
-        self.record(route, body if isinstance(body, dict) else {"body": body})
+        if request.method == "GET":
+            self.record(route, dict(request.query))
+        else:
+            self.record(route, body if isinstance(body, dict) else {"body": body})
         parts = path.split("/")
         if route == "GET users/@me":
             return _json(BOT_USER)
@@ -319,6 +367,9 @@ class FakeDiscord(LoopbackServer):
                 return web.Response(status=204)
             if parts[2] == "messages":
                 return self._create(parts[1], body or {})
+        if route.startswith("GET channels/") and len(parts) == 3 and parts[2] == "messages":
+            await asyncio.sleep(self.history_delay)
+            return self._history(parts[1], request.query)
         if request.method == "PATCH" and len(parts) == 4 and parts[2] == "messages":
             return self._edit(parts[3], body or {})
         if parts[0] == "interactions" and parts[-1] == "callback":
@@ -382,7 +433,27 @@ class FakeDiscord(LoopbackServer):
         if body.get("message_reference"):
             message["message_reference"] = body["message_reference"]
         self.messages[message["id"]] = message
+        if not message["flags"] & EPHEMERAL:
+            self.history.setdefault(channel_id, []).append(message)
         return message
+
+    def _history(self, channel_id: str, query: Any) -> web.Response:
+        """Like Discord: the ``limit`` messages nearest ``after`` (or before ``before``,
+        or the newest), newest first."""
+        limit = max(1, min(100, int(query.get("limit", 50))))
+        kept = self.history.get(channel_id, [])
+        if "after" in query:
+            after = int(query["after"])
+            found = [m for m in kept if int(m["id"]) > after][:limit]
+        else:
+            before = int(query["before"]) if "before" in query else None
+            found = [m for m in kept if before is None or int(m["id"]) < before][-limit:]
+        return _json(list(reversed(found)))
+
+    def last_message_id(self, channel_id: str) -> str | None:
+        """The newest message in a channel (what GUILD_CREATE says of it)."""
+        kept = self.history.get(channel_id)
+        return kept[-1]["id"] if kept else None
 
     def _edit(self, message_id: str, body: dict[str, Any]) -> web.Response:
         message = self.messages.get(message_id)

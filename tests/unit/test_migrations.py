@@ -81,6 +81,6 @@ async def test_an_older_chatgate_refuses_a_newer_schema_clearly(database: Databa
         lambda conn: conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     )
     with pytest.raises(
-        StorageError, match=r"revision 9999, newer than this chatgate knows \(0013\)"
+        StorageError, match=r"revision 9999, newer than this chatgate knows \(0014\)"
     ):
         await database.migrate()
