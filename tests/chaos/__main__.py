@@ -3,7 +3,7 @@ promised zero is not (or memory grows past the bound).
 
 ``CHATGATE_CHAOS_SECONDS`` (default 600), ``CHATGATE_CHAOS_CONVERSATIONS`` (per platform,
 default 4) and ``CHATGATE_CHAOS_SEED`` change it. The pace (a message every 1-2.5 s in
-each conversation, about 7 a second in all) is one two cores keep up with for the whole
+each conversation, about 9 a second in all) is one two cores keep up with for the whole
 run while everything (the fakes, PostgreSQL, Redis and six chatgate processes restarting
 all the time) shares them: faster, the backlog grows until the end and the run measures
 the machine, not chatgate.

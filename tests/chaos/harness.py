@@ -4,15 +4,18 @@ Redis are crashed and started again, and the model answers 429s and hangs past i
 
 Traffic comes the way each platform sends it: signed Slack Events API requests (a thread
 per conversation, retried until Slack gets its 200, as Slack retries), Telegram webhook
-updates (retried until 200, as Telegram does) and web chat messages (retried, same id,
-on the other gateway, as a load balancer would), each to either gateway. Some messages
+updates (retried until 200, as Telegram does), web chat messages (retried, same id, on
+the other gateway, as a load balancer would), each to either gateway, and Discord
+messages (a mention in a guild channel, and DMs) over the gateway session of whichever
+gateway holds it, sent once: Discord sends nothing again, so what is written while the
+holder is dead is for the next session's catch-up to find. Some messages
 call a tool that reads (``GET``, run freely), some one that charges (``POST``, asked for
 approval, pressed on the web API), and two conversations hold a schedule firing every 2 s.
 
 Every message carries a tag the fake model echoes, so afterwards each message's replies
-are counted where the platform shows them (Slack's thread, Telegram's chat, the web
-conversation), side effects where the echo server saw them, and schedule slots in the
-database. ``run`` returns the figures; ``ZEROS`` names those that must be 0.
+are counted where the platform shows them (Slack's thread, Telegram's chat, Discord's
+channels, the web conversation), side effects where the echo server saw them, and
+schedule slots in the database. ``run`` returns the figures; ``ZEROS`` names those that must be 0.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from agent_core.storage.schema import (
     schedules,
     turns,
 )
+from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
+from tests.fakes.discord_server import GUILD as DISCORD_GUILD
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.gateway import GatewayProcess, RoleProcess, http
 from tests.fakes.http_echo import EchoServer
 from tests.fakes.model_server import FakeModelServer, Scripted
@@ -65,7 +71,7 @@ ZEROS = (
 
 SLACK_CHANNEL = "C0CHAOS"
 EVERY = 2  # seconds between a schedule's slots
-_TAG = re.compile(r"\b[wst]\d+m\d+\b")
+_TAG = re.compile(r"\b[wstd]\d+m\d+\b")
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class Plan:
     kill_every: tuple[float, float] = (1.0, 3.0)  # random pause between two kills
     postgres_restarts: int = 1
     redis_restarts: int = 1
-    conversations: int = 4  # per platform (web, Slack, Telegram)
+    conversations: int = 4  # per platform (web, Slack, Telegram, Discord)
     pause: tuple[float, float] = (0.3, 1.2)  # between a conversation's messages
     model_429: float = 0.04  # share of model requests answered 429
     model_hang: float = 0.03  # share answered only after the model timeout
@@ -132,6 +138,7 @@ class Chaos:
         self.echo = EchoServer()
         self.slack = FakeSlack()
         self.telegram = FakeTelegram()
+        self.discord = FakeDiscord()
         self.stop = threading.Event()
         self.kills: list[_Kill] = []
         self.sent: dict[str, str] = {}  # tag -> platform
@@ -178,6 +185,7 @@ class Chaos:
             "CHATGATE_MODEL_RETRIES": "4",
             **self.slack.settings(),
             **self.telegram.settings(webhook=True),
+            **self.discord.settings(),
         }
 
     def _build(self) -> None:
@@ -353,6 +361,43 @@ class Chaos:
                 self.sent[tag] = "telegram"
             time.sleep(self.random.uniform(*self.plan.pause))
 
+    def _discord(self, c: int, stop_at: float) -> None:
+        """A person on Discord: the first conversation mentions the bot in a guild
+        channel, the others write to it in DMs. Each message is sent once."""
+        in_guild = c == 0
+        channel = DISCORD_CHANNEL if in_guild else str(1_250_000_000_000_000_000 + c)
+        author = str(310_000_000_000_000_000 + c)
+        for n in itertools.count(0):
+            if time.monotonic() > stop_at or self.stop.is_set():
+                return
+            tag = f"d{c}m{n}"
+            self.discord.message_create(
+                self._text(tag, n),
+                author=author,
+                channel=channel,
+                guild=DISCORD_GUILD if in_guild else None,
+                mention=in_guild,
+                connected=False,  # whoever is connected hears it; if nobody, nobody
+            )
+            with self._lock:
+                self.sent[tag] = "discord"
+            time.sleep(self.random.uniform(*self.plan.pause))
+
+    def _discord_sessions(self, stop_at: float) -> None:
+        """What Discord does to a session now and then: cut its connection (the client
+        resumes, and Discord replays what it missed), or end it (the client identifies a
+        new one, which hears nothing sent before: the catch-up's work)."""
+        for n in itertools.count():
+            wake = time.monotonic() + self.random.uniform(5.0, 12.0)
+            while time.monotonic() < min(wake, stop_at) and not self.stop.is_set():
+                time.sleep(0.1)
+            if time.monotonic() >= stop_at or self.stop.is_set():
+                return
+            if n % 2:
+                self.discord.drop()
+            else:
+                self.discord.invalidate()
+
     def _items(self, conversation_id: str) -> list[dict[str, Any]]:
         """Every item of a web conversation (the API answers 500 at a time)."""
         items: list[dict[str, Any]] = []
@@ -497,7 +542,7 @@ class Chaos:
 
     @contextlib.contextmanager
     def _running(self) -> Iterator[None]:
-        with self.model, self.echo, self.slack, self.telegram:
+        with self.model, self.echo, self.slack, self.telegram, self.discord:
             self.model.respond = self._respond
             self.postgres.start()
             self.redis.start()
@@ -530,14 +575,15 @@ class Chaos:
             threading.Thread(target=self._outages, args=(stop_at,), daemon=True),
             threading.Thread(target=self._press_approvals, daemon=True),
             threading.Thread(target=self._sample_memory, args=(steady,), daemon=True),
+            threading.Thread(target=self._discord_sessions, args=(stop_at,), daemon=True),
         ]
         for c in range(self.plan.conversations):
-            for target in (self._web, self._slack, self._telegram):
+            for target in (self._web, self._slack, self._telegram, self._discord):
                 threads.append(threading.Thread(target=target, args=(c, stop_at), daemon=True))
         for thread in threads:
             thread.run = self._recorded(thread.run)  # type: ignore[method-assign]
             thread.start()
-        traffic = threads[4:]
+        traffic = threads[5:]
         for thread in traffic:
             thread.join(self.plan.seconds + 300)
         faults = threads[:2]
@@ -597,6 +643,7 @@ class Chaos:
         counted: collections.Counter[str] = collections.Counter()
         texts = [str(m.get("text") or "") for m in self.slack.messages]
         texts += [str(m.get("text") or "") for m in self.telegram.delivered]
+        texts += [str(m.get("content") or "") for m in self.discord.created]
         for conversation_id in self.web_ids.values():
             items = self._items(conversation_id)
             texts += [str(i["text"]) for i in items if i["role"] == "assistant"]
@@ -756,6 +803,9 @@ class Chaos:
             "silent_after_a_kill": silent,
             "harness_errors": len(self.errors),
             "model_requests": len(self.model.requests),
+            "discord_new_sessions": len(self.discord.identified),
+            "discord_resumes": self.discord.resumed,
+            "discord_sent_while_nobody_connected": self.discord.unheard,
             **self._memory(),
         }
         if self.errors:

@@ -1,5 +1,6 @@
-"""The short chaos run in ``make test``: about 25 kills and one crash of PostgreSQL and of
-Redis (``make chaos`` is the long one). Its figures line is printed for CI's log."""
+"""The short chaos run in ``make test``: about 25 kills, one crash of PostgreSQL and of
+Redis, and Discord sessions cut and ended (``make chaos`` is the long one). Its figures
+line is printed for CI's log."""
 
 from __future__ import annotations
 
@@ -26,3 +27,5 @@ def test_random_kills_and_outages_lose_and_repeat_nothing(
     assert figures["postgres_restarts"] == figures["redis_restarts"] == 1
     # Redis was down while a schedule fell due (and that slot ran once: the zeros above).
     assert figures["slots_due_while_redis_down"] >= 1, figures
+    # Discord messages reached no session (ended, or its holder dead) and none was lost.
+    assert figures["discord_sent_while_nobody_connected"] >= 1, figures

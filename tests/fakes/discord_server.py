@@ -17,6 +17,7 @@ while no session is connected reaches only a RESUME of the same session; a new s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -81,6 +82,9 @@ class FakeDiscord(LoopbackServer):
         self.last_press: dict[str, Any] | None = None
         # While set, the gateway endpoint answers 503 (Discord having trouble).
         self.refuse_gateway = False
+        # Messages sent while no client was connected (a lower bound of those no session
+        # heard: a send into a connection dying unnoticed counts as heard).
+        self.unheard = 0
         # Seconds each history read takes (a slow catch-up).
         self.history_delay = 0.0
 
@@ -155,6 +159,18 @@ class FakeDiscord(LoopbackServer):
 
         self._loop.call_soon_threadsafe(abort)
 
+    def invalidate(self) -> None:
+        """End the session as Discord does (op 9, not resumable): the client must
+        IDENTIFY a new one, and what is sent until then reaches no session."""
+        socket = self._socket
+        self._session_id = None
+        self._backlog = []
+        if socket is not None:
+            with contextlib.suppress(ConnectionError, RuntimeError, TimeoutError):
+                asyncio.run_coroutine_threadsafe(
+                    socket.send_json({"op": 9, "d": False}), self._loop
+                ).result(10)
+
     def reconnect(self) -> None:
         """Ask the client to reconnect and RESUME (op 7)."""
         socket = self._socket
@@ -199,7 +215,8 @@ class FakeDiscord(LoopbackServer):
             data["member"] = {"roles": [], "joined_at": "2026-01-01T00:00:00+00:00",
                               "deaf": False, "mute": False, "flags": 0}  # fmt: skip
         self.history.setdefault(channel, []).append(data)
-        self.dispatch("MESSAGE_CREATE", data, connected=connected)
+        if not self.dispatch("MESSAGE_CREATE", data, connected=connected):
+            self.unheard += 1
         return data
 
     def press(self, message: dict[str, Any], custom_id: str, *, presser: str) -> str:
