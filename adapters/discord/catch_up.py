@@ -132,8 +132,8 @@ class CatchUp:
             log.exception("discord catch-up could not start; messages sent while away are lost")
             self._planned.set()
             return
-        for channel in channels:
-            self._channels[channel.id] = asyncio.Event()
+        mine = {channel.id: asyncio.Event() for channel in channels}
+        self._channels.update(mine)
         self._planned.set()
         if since is None:
             return
@@ -154,9 +154,10 @@ class CatchUp:
                         error=repr(exc),
                     )
                 finally:
-                    done = self._channels.pop(channel.id, None)
-                    if done is not None:
-                        done.set()
+                    done = mine[channel.id]
+                    done.set()
+                    if self._channels.get(channel.id) is done:
+                        del self._channels[channel.id]
 
         await asyncio.gather(*(one(channel) for channel in channels))
         log.info(

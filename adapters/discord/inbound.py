@@ -121,6 +121,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         # an interaction may be answered only once.
         self._pressed: OrderedDict[int, None] = OrderedDict()
         self._mark = Mark()
+        self._owed = False  # a new session's catch-up has not run yet
         self._catch_up = (
             CatchUp(hooks, horizon=settings.discord_catch_up_seconds) if hooks else None
         )
@@ -180,7 +181,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             async def on_resumed(self) -> None:
                 log.info("discord session resumed")
                 outer.hearing.connected_now()
-                await outer.resumed()
+                await outer.resumed(sink)
 
             async def on_disconnect(self) -> None:
                 # discord.py reconnects (and resumes) with backoff by itself.
@@ -198,26 +199,33 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         return Client(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
 
     def new_session(self) -> None:
-        """A new gateway session: nothing before it is known to be heard until the
+        """A new gateway session: nothing before it is known to be heard until its
         catch-up is done."""
+        self._owed = True
         self._mark.hold()
         if self._catch_up is not None:
             self._catch_up.connecting()
 
-    async def resumed(self) -> None:
-        """Discord replays what the session missed: nothing to catch up."""
-        self._mark.release()
+    async def resumed(self, sink: EventSink) -> None:
+        """Discord replayed what the session missed; if the session's catch-up has not
+        run yet (cut before it was ready), run it now."""
+        if self._owed:
+            await self.catch_up(sink)
+            return
         if self._catch_up is not None:
             self._catch_up.not_needed()
         await self._write_mark()
 
     async def catch_up(self, sink: EventSink) -> None:
-        """Read what was written while no session heard (``adapters.discord.catch_up``)."""
-        if self._catch_up is None:
+        """Once per new session: read what was written while no session heard
+        (``adapters.discord.catch_up``), then let the mark move on."""
+        if not self._owed:
             return
-        assert self.client is not None
+        self._owed = False
         try:
-            await self._catch_up.run(self.client, lambda message: self._receive(message, sink))
+            if self._catch_up is not None:
+                assert self.client is not None
+                await self._catch_up.run(self.client, lambda message: self._receive(message, sink))
         finally:
             self._mark.release()
         await self._write_mark()
