@@ -196,7 +196,12 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             async def chatgate_press(self, interaction: discord.Interaction, custom: str) -> None:
                 await outer.on_press(interaction, custom, sink)
 
-        return Client(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
+        # No message cache: chatgate reads each message once, from its event.
+        return Client(
+            intents=intents(),
+            allowed_mentions=discord.AllowedMentions.none(),
+            max_messages=None,
+        )
 
     def new_session(self) -> None:
         """A new gateway session: nothing before it is known to be heard until its

@@ -2,8 +2,8 @@
 promised zero is not (or memory grows past the bound).
 
 ``CHATGATE_CHAOS_SECONDS`` (default 600), ``CHATGATE_CHAOS_CONVERSATIONS`` (per platform,
-default 4) and ``CHATGATE_CHAOS_SEED`` change it. The pace (a message every 1-2.5 s in
-each conversation, about 9 a second in all) is one two cores keep up with for the whole
+default 4) and ``CHATGATE_CHAOS_SEED`` change it. The pace (a message every 1.3-3.2 s in
+each conversation, about 7 a second in all) is one two cores keep up with for the whole
 run while everything (the fakes, PostgreSQL, Redis and six chatgate processes restarting
 all the time) shares them: faster, the backlog grows until the end and the run measures
 the machine, not chatgate.
@@ -34,7 +34,7 @@ def main() -> int:
         postgres_restarts=max(3, int(seconds // 150)),
         redis_restarts=max(3, int(seconds // 150)),
         conversations=int(os.environ.get("CHATGATE_CHAOS_CONVERSATIONS", "4")),
-        pause=(1.0, 2.5),
+        pause=(1.3, 3.2),
         seed=int(os.environ.get("CHATGATE_CHAOS_SEED", "1")),
     )
     with tempfile.TemporaryDirectory(prefix="chatgate-chaos-") as workdir:
