@@ -70,6 +70,9 @@ class FakeSlack(LoopbackServer):
         self._ts = itertools.count(1)
         # Every message posted, in order: {channel, ts, thread_ts, text, metadata}.
         self.messages: list[dict[str, Any]] = []
+        # When each chat.postMessage arrived (time.monotonic()) and its text: what the
+        # benchmarks time replies by.
+        self.arrivals: list[tuple[float, str]] = []
 
     @property
     def api_url(self) -> str:
@@ -180,6 +183,7 @@ class FakeSlack(LoopbackServer):
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
             ts = arguments.get("ts") or posted_ts(next(self._ts))
             if method == "chat.postMessage":
+                self.arrivals.append((time.monotonic(), str(arguments.get("text") or "")))
                 metadata = arguments.get("metadata")
                 self.messages.append(
                     {
