@@ -50,6 +50,8 @@ _DMS = 500
 # How long a live message waits for its channel's catch-up at most.
 _LIVE_WAIT = 120.0
 _CONCURRENCY = 4
+# How long a catch-up keeps asking a database that does not answer.
+_PLAN_SECONDS = 600.0
 
 
 class Mark:
@@ -126,8 +128,7 @@ class CatchUp:
             return
         started = time.monotonic()
         try:
-            since = await self._since()
-            channels = [] if since is None else await self._channels_since(client, since)
+            since, channels = await self._plan(client)
         except Exception:
             log.exception("discord catch-up could not start; messages sent while away are lost")
             self._planned.set()
@@ -166,6 +167,22 @@ class CatchUp:
             took_seconds=round(time.monotonic() - started, 2),
             **figures,
         )
+
+    async def _plan(self, client: discord.Client) -> tuple[datetime | None, list[Any]]:
+        """Where to read from and which channels, asking the database until it answers
+        (it may be down as the session starts), for ``_PLAN_SECONDS`` at most."""
+        deadline = time.monotonic() + _PLAN_SECONDS
+        attempt = 0
+        while True:
+            try:
+                since = await self._since()
+                return since, [] if since is None else await self._channels_since(client, since)
+            except Exception as exc:
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("discord catch-up waits for the database", error=repr(exc))
+                await asyncio.sleep(min(10.0, 0.5 * 2**attempt))
 
     async def _since(self) -> datetime | None:
         """Where to read from: the kept mark less the margin, within the horizon; None
