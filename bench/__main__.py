@@ -7,6 +7,9 @@
    seconds and peak memory of the serving process per message.
 4. The Slack bar (``bench/slack.py``): a mention answered end to end vs a hand-written
    slack-bolt + litellm handler, CPU and peak memory per mention.
+   And the Slack ladder (``bench/ladder.py``): open-loop mentions at rising rates over 50
+   threads, chatgate on SQLite and PostgreSQL vs that handler: max sustained rate, CPU
+   per mention, reply p50 / p99, RSS, ready after start, and the ratios.
 5. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
    1,000, and chat reply latency with 2,000 background jobs queued vs none.
 6. Context assembly (``bench/context.py``): packing a 5,000-message history into the
@@ -33,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.context import bench_context
+from bench.ladder import bench_ladder
 from bench.measure import cpu_and_peak
 from bench.queued import bench_dispatcher, bench_isolation
 from bench.sandbox import bench_sandbox
@@ -210,6 +214,7 @@ def main() -> None:
     bench_ready()
     bench_turns()
     bench_slack()
+    bench_ladder(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()
     bench_context()

@@ -335,7 +335,7 @@ def bench_ladder(postgres: str, *, rounds: int = ROUNDS) -> None:
     for name in servers:
         figures = _summary(results[name])
         print(
-            f"  {name:9} {figures['max']:>5.0f}/s {str(figures['maxes']):>6}"
+            f"  {name:9} {figures['max']:>5.0f}/s {figures['maxes']!s:>6}"
             f" {figures['cpu'] * 1000:>9.2f} ms {figures['p50'] * 1000:>6.1f} ms"
             f" {figures['p99'] * 1000:>6.1f} ms {figures['rss'] / 2**20:>5.0f} MiB"
             f" {figures['ready']:>5.2f} s"
