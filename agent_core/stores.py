@@ -72,9 +72,9 @@ class Ledger(Protocol):
         ...
 
     async def list_conversations(
-        self, *, platform: str, limit: int = 200
+        self, *, platform: str, limit: int = 200, since: datetime | None = None
     ) -> list[ConversationRecord]:
-        """A platform's conversations, most recently active first."""
+        """A platform's conversations (active since ``since``), most recently active first."""
         ...
 
     async def messages_after(

@@ -14,3 +14,11 @@ def cpu_and_peak(pid: int) -> tuple[float, int]:
         if line.startswith("VmHWM:"):
             peak = int(line.split()[1]) * 1024
     return ticks / 100, peak
+
+
+def rss(pid: int) -> int:
+    """Resident memory now, in bytes, of a Linux process."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0

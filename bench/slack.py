@@ -11,8 +11,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.measure import cpu_and_peak
@@ -105,15 +106,31 @@ def _chatgate(server: FakeModelServer, slack: FakeSlack, workdir: Path) -> tuple
         gateway.terminate()
 
 
-def _baseline(server: FakeModelServer, slack: FakeSlack) -> tuple[float, int]:
+def wait_ready(url: str, started: float) -> float:
+    """Seconds from ``started`` until ``url``'s /readyz answers 200 (at most 60)."""
+    while True:
+        try:
+            if http("GET", f"{url}/readyz", timeout=1)[0] == 200:
+                return time.monotonic() - started
+        except OSError:
+            pass
+        time.sleep(0.01)
+        if time.monotonic() - started > 60:
+            raise AssertionError(f"{url} not ready in 60 s")
+
+
+@contextmanager
+def baseline(model: FakeModelServer, slack: FakeSlack) -> Iterator[tuple[str, int, float]]:
+    """The baseline handler running: (its events URL, its pid, seconds until ready)."""
     port = free_port()
+    started = time.monotonic()
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.baseline_slack", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=child_env(
             BENCH_MODEL="openai/gpt-4o-mini",
-            BENCH_API_BASE=server.base_url,
+            BENCH_API_BASE=model.base_url,
             BENCH_SLACK_TOKEN=TOKEN,
             BENCH_SLACK_SECRET=SIGNING_SECRET,
             BENCH_SLACK_API=slack.api_url,
@@ -121,17 +138,16 @@ def _baseline(server: FakeModelServer, slack: FakeSlack) -> tuple[float, int]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if http("GET", f"{url}/readyz", timeout=1)[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        return _measure(process.pid, f"{url}/slack/events", slack, server)
+        ready = wait_ready(url, started)
+        yield f"{url}/slack/events", process.pid, ready
     finally:
         process.terminate()
         process.wait(30)
+
+
+def _baseline(server: FakeModelServer, slack: FakeSlack) -> tuple[float, int]:
+    with baseline(server, slack) as (url, pid, _ready):
+        return _measure(pid, url, slack, server)
 
 
 def _run(make: Callable[[FakeModelServer, FakeSlack], tuple[float, int]]) -> tuple[float, int]:

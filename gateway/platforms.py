@@ -212,8 +212,10 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         await app[RUNTIME].store.hear_until(platform, at)
 
     async def recent(platform: Platform, since: datetime) -> list[ConversationKey]:
-        found = await app[RUNTIME].store.list_conversations(platform=platform, limit=500)
-        return [c.key for c in found if c.updated_at >= since]
+        found = await app[RUNTIME].store.list_conversations(
+            platform=platform, limit=500, since=since
+        )
+        return [c.key for c in found]
 
     return GatewayHooks(
         lock=lock,

@@ -46,7 +46,6 @@ MARGIN = timedelta(minutes=3)
 MARK_EVERY = 10.0
 DM_LOOKBACK = timedelta(days=30)
 PER_CHANNEL = 500
-_DMS = 500
 # How long a live message waits for its channel's catch-up at most.
 _LIVE_WAIT = 120.0
 _CONCURRENCY = 4
@@ -111,6 +110,8 @@ class CatchUp:
 
     async def live(self, channel_id: int) -> None:
         """Wait, at most ``_LIVE_WAIT`` seconds, until ``channel_id`` is caught up."""
+        if self._planned.is_set() and channel_id not in self._channels:
+            return  # the common case: no catch-up running here
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_LIVE_WAIT):
                 await self._planned.wait()
@@ -211,7 +212,7 @@ class CatchUp:
                     continue
                 found[channel.id] = channel
         recent = await self._hooks.recent("discord", utcnow() - DM_LOOKBACK)
-        for key in recent[:_DMS]:
+        for key in recent:
             if key.workspace != DM:
                 continue
             channel_id = int(key.channel)

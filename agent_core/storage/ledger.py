@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import bindparam, func, insert, or_, select, update
+from sqlalchemy import bindparam, func, insert, or_, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
@@ -377,10 +377,15 @@ def conversation_by_id(conn: Connection, conversation_id: str) -> ConversationRe
     return None if row is None else _conversation(row)
 
 
-def list_conversations(conn: Connection, *, platform: str, limit: int) -> list[ConversationRecord]:
+def list_conversations(
+    conn: Connection, *, platform: str, limit: int, since: datetime | None = None
+) -> list[ConversationRecord]:
     query = (
         select(conversations)
-        .where(conversations.c.platform == platform)
+        .where(
+            conversations.c.platform == platform,
+            true() if since is None else conversations.c.updated_at >= since,
+        )
         .order_by(conversations.c.updated_at.desc(), conversations.c.id)
         .limit(limit)
     )

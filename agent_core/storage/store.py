@@ -478,10 +478,12 @@ class Store(PeopleRows):
         return await self.database.read(ledger.conversation_by_id, conversation_id)
 
     async def list_conversations(
-        self, *, platform: str, limit: int = 200
+        self, *, platform: str, limit: int = 200, since: datetime | None = None
     ) -> list[ConversationRecord]:
-        """A platform's conversations, most recently active first."""
-        return await self.database.read(ledger.list_conversations, platform=platform, limit=limit)
+        """A platform's conversations (active since ``since``), most recently active first."""
+        return await self.database.read(
+            ledger.list_conversations, platform=platform, limit=limit, since=since
+        )
 
     async def open_turn_count(self, conversation_id: str | None = None) -> int:
         """How many turns have not finished (in one conversation, or anywhere)."""

@@ -123,6 +123,11 @@ class FakeDiscord(LoopbackServer):
         """Answer the next ``times`` messages to ``channel_id`` with a 429 (with ``Via``)."""
         self.rate_limited[channel_id] = times
 
+    @property
+    def connected(self) -> bool:
+        """Whether a client holds a gateway connection now."""
+        return self._socket is not None
+
     def wait_connected(self, count: int = 1, timeout: float = 30) -> None:
         """Block until ``count`` gateway sessions identified (or resumed)."""
         deadline = time.monotonic() + timeout
