@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -155,6 +155,8 @@ class GatewayHooks:
     hear_until: Callable[[Platform, datetime], Awaitable[None]]
     # A platform's conversations active since a time, most recent first.
     recent: Callable[[Platform, datetime], Awaitable[list[ConversationKey]]]
+    # Which of these event ids of a platform are stored already (a catch-up skips them).
+    ledgered: Callable[[Platform, Collection[str]], Awaitable[set[str]]]
 
 
 class Hearing:

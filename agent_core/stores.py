@@ -59,6 +59,10 @@ class Ledger(Protocol):
         """
         ...
 
+    async def ledgered_among(self, platform: str, event_ids: Collection[str]) -> set[str]:
+        """Which of ``event_ids`` are in the ingress ledger already."""
+        ...
+
     async def conversation_id_for(self, key: ConversationKey) -> str | None:
         """The id of the conversation at ``key``, if it exists."""
         ...

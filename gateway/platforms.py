@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Mapping
+from collections.abc import Collection, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -217,6 +217,9 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         )
         return [c.key for c in found]
 
+    async def ledgered(platform: Platform, event_ids: Collection[str]) -> set[str]:
+        return await app[RUNTIME].store.ledgered_among(platform, event_ids)
+
     return GatewayHooks(
         lock=lock,
         set_aside=set_aside,
@@ -226,6 +229,7 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         heard_until=heard_until,
         hear_until=hear_until,
         recent=recent,
+        ledgered=ledgered,
     )
 
 

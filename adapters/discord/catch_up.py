@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from adapters.base import GatewayHooks
-from adapters.discord.parse import DM
+from adapters.discord.parse import DM, message_event_id
 from agent_core.events import utcnow
 
 if TYPE_CHECKING:
@@ -139,15 +139,19 @@ class CatchUp:
         self._planned.set()
         if since is None:
             return
-        figures = {"channels": len(channels), "read": 0, "answered": 0, "failed": 0}
+        figures = {"channels": len(channels), "read": 0, "stored": 0, "answered": 0, "failed": 0}
         limit = asyncio.Semaphore(_CONCURRENCY)
 
         async def one(channel: Any) -> None:
             async with limit:
                 try:
-                    read, answered = await _read(channel, since, receive)
-                    figures["read"] += read
-                    figures["answered"] += answered
+                    messages = await _read(channel, since)
+                    stored = await self._stored(messages)
+                    figures["read"] += len(messages)
+                    figures["stored"] += len(stored)
+                    for message in messages:
+                        if message_event_id(message.id) not in stored and await receive(message):
+                            figures["answered"] += 1
                 except Exception as exc:
                     figures["failed"] += 1
                     log.error(
@@ -168,6 +172,16 @@ class CatchUp:
             took_seconds=round(time.monotonic() - started, 2),
             **figures,
         )
+
+    async def _stored(self, messages: list[discord.Message]) -> set[str]:
+        """Which of ``messages`` are stored already: most of what is read is what the
+        last session heard, and one read skips it instead of a rejected insert for each.
+        When the database does not answer, none is known (each then waits to be stored)."""
+        try:
+            return await self._hooks.ledgered("discord", [message_event_id(m.id) for m in messages])
+        except Exception as exc:
+            log.warning("discord catch-up could not tell what is stored", error=repr(exc))
+            return set()
 
     async def _plan(self, client: discord.Client) -> tuple[datetime | None, list[Any]]:
         """Where to read from and which channels, asking the database until it answers
@@ -223,10 +237,8 @@ class CatchUp:
         return list(found.values())
 
 
-async def _read(
-    channel: Any, since: datetime, receive: Callable[[discord.Message], Awaitable[bool]]
-) -> tuple[int, int]:
-    """One channel's messages since ``since``, oldest first; (read, turns opened)."""
+async def _read(channel: Any, since: datetime) -> list[discord.Message]:
+    """One channel's messages since ``since`` (the newest ``PER_CHANNEL``), oldest first."""
     import discord
     from discord.utils import time_snowflake
 
@@ -241,8 +253,5 @@ async def _read(
             channel_id=str(channel.id),
             read=PER_CHANNEL,
         )
-    answered = 0
-    for message in reversed(newest_first):
-        if await receive(message):
-            answered += 1
-    return len(newest_first), answered
+    newest_first.reverse()
+    return newest_first

@@ -101,6 +101,11 @@ def facts_from_dispatch(
     )
 
 
+def message_event_id(message_id: str | int) -> str:
+    """A message's id in the ingress ledger."""
+    return f"msg:{message_id}"
+
+
 def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
     """The message as an event, or None when the agent does not answer it."""
     if facts.author_is_bot or facts.webhook or facts.author_id == bot_id:
@@ -128,7 +133,7 @@ def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
         thread=thread,
         user=user_id(facts.author_id),
         text=text.strip() or "(attachment)",
-        platform_event_id=f"msg:{facts.message_id}",
+        platform_event_id=message_event_id(facts.message_id),
         mentions=tuple(user_id(m) for m in facts.mentions),
         attachments=facts.attachments,
         reply_to=facts.message_id,

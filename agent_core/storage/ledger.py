@@ -243,6 +243,13 @@ def ledgered(conn: Connection, platform: str, event_id: str) -> Accepted | None:
     )
 
 
+def ledgered_among(conn: Connection, platform: str, event_ids: list[str]) -> set[str]:
+    query = select(ingress.c.event_id).where(
+        ingress.c.platform == platform, ingress.c.event_id.in_(event_ids)
+    )
+    return set(conn.execute(query).scalars())
+
+
 def claim(conn: Connection, conversation_id: str, *, owner: str, ttl: float) -> bool:
     now = utcnow()
     params = {

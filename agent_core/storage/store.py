@@ -50,6 +50,9 @@ from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
 from agent_core.storage.people import PeopleRows
 
+# Event ids per ``IN`` list (well under SQLite's and asyncpg's bound-parameter limits).
+_IDS_PER_READ = 500
+
 
 class Store(PeopleRows):
     """All reads and writes chatgate makes (what concerns people, memory and access in
@@ -83,6 +86,16 @@ class Store(PeopleRows):
             if existing is None:
                 raise
             return existing
+
+    async def ledgered_among(self, platform: str, event_ids: Collection[str]) -> set[str]:
+        """Which of ``event_ids`` are in the ingress ledger already (one read: a catch-up
+        that re-reads what was heard skips it without a failing insert per event)."""
+        found: set[str] = set()
+        ids = list(event_ids)
+        for start in range(0, len(ids), _IDS_PER_READ):
+            chunk = ids[start : start + _IDS_PER_READ]
+            found |= await self.database.read(ledger.ledgered_among, platform, chunk)
+        return found
 
     # -- leases ----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.discord_server import CHANNEL, THREAD, FakeDiscord
-from tests.fakes.gateway import GatewayProcess
+from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.journal import wait_all_settled
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.servers import ThrowawayPostgres
@@ -128,6 +128,13 @@ def test_what_was_written_while_no_gateway_heard_is_answered_once_by_the_next(
     assert len(texts) == 6
     assert texts.index("missed in the channel") < texts.index("live as it connects")
     assert "discord caught up" in gateway.log
+    # The two messages stored before the crash were read again, and found stored in one
+    # read per channel: neither was offered to the ledger a second time. The one
+    # duplicate is the live mention, read by the catch-up while its event waited.
+    status, metrics = http("GET", f"{gateway.url}/metrics")
+    assert status == 200
+    assert 'chatgate_inbound_events_total{outcome="duplicate",platform="discord"} 1.0' in metrics
+    assert 'chatgate_inbound_events_total{outcome="accepted",platform="discord"} 4.0' in metrics
     # Each of the three channels read once (one page: the newest messages).
     for channel in (CHANNEL, THREAD, DM_CHANNEL):
         assert len(discord.called(f"GET channels/{channel}/messages")) == 1

@@ -59,6 +59,18 @@ async def test_same_event_id_on_another_platform_is_not_a_duplicate(database: Da
     assert other.turn_id != web.turn_id
 
 
+async def test_which_events_are_ledgered_already(database: Database) -> None:
+    """What a catch-up asks before offering what it read again: the ledgered ids among
+    many (more than one read's worth), on this platform only."""
+    store = Store(database)
+    for event_id in ("7", "512", "900"):
+        await store.accept_inbound(_message(event_id))
+    asked = [str(n) for n in range(1200)]
+    assert await store.ledgered_among("web", asked) == {"7", "512", "900"}
+    assert await store.ledgered_among("slack", asked) == set()
+    assert await store.ledgered_among("web", []) == set()
+
+
 async def test_conversations_are_keyed_by_channel_and_thread(database: Database) -> None:
     """Two messages in one channel share a conversation; another channel gets its own."""
     store = Store(database)
