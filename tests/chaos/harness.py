@@ -45,6 +45,7 @@ from agent_core.storage.schema import (
     messages,
     schedule_runs,
     schedules,
+    turn_steps,
     turns,
 )
 from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
@@ -820,6 +821,8 @@ class Chaos:
                     for platform in sorted({sent[tag] for tag in lost})
                 },
             }
+        if lost:
+            figures["lost_detail"] = self._db(lambda conn: _journal_of(conn, lost[:3]))
         return figures
 
     def _memory(self) -> dict[str, Any]:
@@ -842,6 +845,49 @@ class Chaos:
             if per_thousand is None
             else round(per_thousand, 2),
         }
+
+
+def _journal_of(conn: Connection, tags: list[str]) -> dict[str, Any]:
+    """What the journal holds of the messages carrying ``tags`` (for finding out why a
+    message got no reply): its turn, the turn's steps, and what the turn said."""
+    found: dict[str, Any] = {}
+    for tag in tags:
+        rows = conn.execute(
+            select(messages.c.text, messages.c.conversation_id, messages.c.turn_id).where(
+                messages.c.role == "user", messages.c.text.like(f"%{tag}%")
+            )
+        ).all()
+        found[tag] = [
+            _turn_of(conn, row.conversation_id, row.turn_id)
+            for row in rows
+            if tag in _TAG.findall(row.text)
+        ]
+    return found
+
+
+def _turn_of(conn: Connection, conversation_id: str, turn_id: int | None) -> dict[str, Any]:
+    turn = conn.execute(
+        select(turns.c.status, turns.c.lane, turns.c.attempts, turns.c.error).where(
+            turns.c.id == turn_id
+        )
+    ).first()
+    steps = conn.execute(
+        select(turn_steps.c.seq, turn_steps.c.kind, turn_steps.c.status)
+        .where(turn_steps.c.turn_id == turn_id)
+        .order_by(turn_steps.c.seq)
+    ).all()
+    said = conn.execute(
+        select(messages.c.role, messages.c.text, messages.c.platform_message_id)
+        .where(messages.c.turn_id == turn_id, messages.c.role != "user")
+        .order_by(messages.c.id)
+    ).all()
+    return {
+        "conversation": conversation_id,
+        "turn": turn_id,
+        "turn_row": None if turn is None else [str(value) for value in turn],
+        "steps": [[str(value) for value in step] for step in steps],
+        "said": [[role, text[:80], receipt] for role, text, receipt in said],
+    }
 
 
 def _stuck_detail(conn: Connection) -> dict[str, Any]:
