@@ -60,6 +60,12 @@ class PlatformError(AdapterError):
     """The platform refused a call, or could not be reached."""
 
 
+class NotStoredInTime(AdapterError):
+    """A message was not in the ingress ledger by the platform's deadline (the database
+    is slow or down). Storing it goes on; the platform must not be told it was received,
+    so that it delivers it again (the ledger drops the copy if the first one was stored)."""
+
+
 Status = Literal["ok", "WARN", "FAIL"]
 
 
@@ -111,10 +117,11 @@ class EventSink(Protocol):
         press is decided (an approval, or a schedule's pause, resume or delete); a person
         who may not is told through ``refuse``.
 
-        ``deadline``: return after this many seconds at most (None once stored, or
-        decided), for platforms that must be answered in time; the work goes on. Raises
-        when a message could not be stored (the database is down), so the platform
-        delivers it again."""
+        ``deadline``: return after this many seconds at most, for platforms that must
+        be answered in time; the work goes on. A message not stored by then raises
+        :class:`NotStoredInTime`; a press not decided by then returns None. Raises when a
+        message could not be stored (the database is down), so the platform delivers it
+        again."""
         ...
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from adapters.base import ChatAdapter, GatewayHooks, Hearing, Refuse
+from adapters.base import ChatAdapter, GatewayHooks, Hearing, NotStoredInTime, Refuse
 from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
 from agent_core.errors import ApprovalError, ScheduleActionError
@@ -82,10 +82,10 @@ class Sink:
     async def _accept(
         self, runtime: Runtime, event: InboundMessage, deadline: float | None
     ) -> Accepted | None:
-        """Return once the event is stored (with what the ledger said), or None when the
-        deadline passed first; raise when storing it failed (the database is down), so the
-        platform delivers it again later. A command's answer, which may wait on a 429,
-        finishes in the background."""
+        """Return once the event is stored (with what the ledger said); raise when storing
+        it failed (the database is down) or was not done by the deadline
+        (``NotStoredInTime``: storing goes on), so the platform delivers it again later.
+        A command's answer, which may wait on a 429, finishes in the background."""
         stored: asyncio.Future[Accepted] = asyncio.get_running_loop().create_future()
 
         def done(accepted: Accepted) -> None:
@@ -103,7 +103,15 @@ class Sink:
         if work.done():
             result: Accepted = work.result()
             return result
-        return stored.result() if stored.done() and not stored.cancelled() else None
+        if stored.done() and not stored.cancelled():
+            return stored.result()
+        log.warning(
+            "inbound not stored by the platform's deadline; it will deliver it again",
+            platform=event.platform,
+            event_id=event.platform_event_id,
+            deadline_seconds=deadline,
+        )
+        raise NotStoredInTime(event.platform_event_id)
 
     async def _press(self, runtime: Runtime, press: ButtonPress, refuse: Refuse | None) -> None:
         """Decide an approval, or change a schedule and redraw its listing in place; a

@@ -27,6 +27,7 @@ from adapters.base import (
     GatewayHooks,
     Hearing,
     Lock,
+    NotStoredInTime,
     SenderLifecycle,
     heard,
 )
@@ -222,7 +223,11 @@ def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
 
     async def command(ack: Callable[[], Awaitable[None]], command: dict[str, str]) -> None:
         await ack()
-        await sink(parse_command(command), deadline=ACK_SECONDS)
+        # Slack never delivers a command again: acknowledged, it is stored in the
+        # background even past the deadline (an event past it is answered 500 instead,
+        # by bolt, so Slack retries it).
+        with contextlib.suppress(NotStoredInTime):
+            await sink(parse_command(command), deadline=ACK_SECONDS)
 
     async def ignore(body: dict[str, Any]) -> None:
         """Other event types: acknowledged so Slack does not retry them."""

@@ -27,6 +27,7 @@ from adapters.base import (
     EventSink,
     GatewayHooks,
     Hearing,
+    NotStoredInTime,
     SenderLifecycle,
 )
 from adapters.http import json_error, too_large
@@ -103,6 +104,9 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
                 await self.handle(update, sink, deadline=ACK_SECONDS)
             except BadRequest as exc:
                 return json_error(400, str(exc))
+            except NotStoredInTime:
+                # Not received as far as Telegram knows: it delivers the update again.
+                return json_error(503, "the update could not be stored in time")
             return web.json_response({"ok": True})
 
         router.add_post("/telegram/webhook", webhook)

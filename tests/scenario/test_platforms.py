@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import ChatAdapter, GatewayHooks
+from adapters.base import ChatAdapter, GatewayHooks, NotStoredInTime
 from adapters.registry import build_adapters
 from adapters.testing import FakeAdapter
 from adapters.web.send import WebHub
@@ -125,12 +125,17 @@ async def test_a_reply_in_a_thread_counts_only_where_the_agent_talks(
 async def test_a_deadline_answers_the_platform_in_time_and_the_work_goes_on(
     gateway: Any, model_server: FakeModelServer
 ) -> None:
-    """With a deadline of zero the sink returns before the message is stored; it is
-    stored and answered all the same."""
+    """With a deadline of zero the sink raises before the message is stored (the platform
+    is told it was not received, and delivers it again); it is stored and answered all
+    the same, and the platform's second delivery is a duplicate."""
     fake, _client = await gateway()
-    assert await fake.deliver(_message("quick", event="m1"), deadline=0) is None
+    with pytest.raises(NotStoredInTime):
+        await fake.deliver(_message("quick", event="m1"), deadline=0)
     await _until(lambda: len(fake.sender.sent) == 1)
     assert fake.sender.sent[0].text.startswith("echo:")
+    again = await fake.deliver(_message("quick", event="m1"), deadline=5)
+    assert again is not None and again.duplicate
+    assert len(model_server.requests) == 1
 
 
 async def test_a_press_that_decides_nothing_is_refused_to_the_presser_alone(
