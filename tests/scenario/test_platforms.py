@@ -134,7 +134,8 @@ async def test_a_deadline_answers_the_platform_in_time_and_the_work_goes_on(
     await _until(lambda: len(fake.sender.sent) == 1)
     assert fake.sender.sent[0].text.startswith("echo:")
     again = await fake.deliver(_message("quick", event="m1"), deadline=5)
-    assert again is not None and again.duplicate
+    assert again is not None
+    assert again.duplicate
     assert len(model_server.requests) == 1
 
 
