@@ -3,6 +3,7 @@ methods (see ``agent_core.loop`` for what the steps mean)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -38,9 +39,30 @@ OPEN: tuple[TurnStatus, ...] = ("pending", "running")
 # name that is also one of its columns).
 
 
+# What starting a turn needs of it besides its row: where it stalled last, its
+# conversation's key and the message that opened it (one read).
+_HEAD = (
+    select(
+        turns.c.id,
+        turns.c.status,
+        turns.c.stalls,
+        turns.c.stalled_at,
+        conversations.c.platform,
+        conversations.c.workspace,
+        conversations.c.channel,
+        conversations.c.thread,
+        select(messages.c.text)
+        .where(messages.c.turn_id == turns.c.id, messages.c.role == "user")
+        .order_by(messages.c.id)
+        .limit(1)
+        .scalar_subquery()
+        .label("trigger"),
+    )
+    .select_from(turns)
+    .join(conversations, conversations.c.id == turns.c.conversation_id)
+)
 _NEXT_OPEN = (
-    select(turns.c.id)
-    .where(
+    _HEAD.where(
         turns.c.conversation_id == bindparam("b_id"),
         turns.c.status.in_(OPEN),
         turns.c.lane == "inline",
@@ -48,6 +70,7 @@ _NEXT_OPEN = (
     .order_by(turns.c.id)
     .limit(1)
 )
+_HEAD_OF = _HEAD.where(turns.c.id == bindparam("b_turn"))
 
 
 _START = (
@@ -64,28 +87,17 @@ _START = (
 )
 
 
-_PLACE = select(turns.c.status, turns.c.stalls, turns.c.stalled_at).where(
-    turns.c.id == bindparam("b_turn")
-)
-_LAST_STEP = (
-    select(turn_steps.c.seq, turn_steps.c.status)
-    .where(turn_steps.c.turn_id == bindparam("b_turn"))
-    .order_by(turn_steps.c.seq.desc())
-    .limit(1)
-)
-
-
-def _stalls(conn: Connection, turn_id: int) -> tuple[int, int]:
-    """(stalls, place) for an attempt about to start. A turn found ``running`` was left by
-    an attempt that did not end (its process died, or it raised): that attempt stalled at
-    the journal's last step, started or finished. The same place as the attempt before it
-    is one more stall in a row; any progress in between starts the count again at one."""
-    status, stalls, stalled_at = conn.execute(_PLACE, {"b_turn": turn_id}).one()
-    last = conn.execute(_LAST_STEP, {"b_turn": turn_id}).first()
+def _stalls(head: Any, steps: Sequence[Row[Any]]) -> tuple[int, int]:
+    """(stalls, place) for an attempt about to start, from ``head`` (the turn's status,
+    stalls and stalled_at before it) and its steps in order. A turn found ``running`` was left
+    by an attempt that did not end (its process died, or it raised): that attempt stalled
+    at the journal's last step, started or finished. The same place as the attempt before
+    it is one more stall in a row; any progress in between starts the count again at one."""
+    last = steps[-1] if steps else None
     place = 0 if last is None else 2 * int(last.seq) + (last.status != "started")
-    if status != "running":
+    if head.status != "running":
         return 0, place
-    return (int(stalls) + 1 if stalled_at == place else 1), place
+    return (int(head.stalls) + 1 if head.stalled_at == place else 1), place
 
 
 _TURN = select(turns).where(turns.c.id == bindparam("b_turn"))
@@ -152,17 +164,22 @@ INSERT_MESSAGE = insert(messages).returning(messages.c.id)
 
 
 def begin_next(conn: Connection, conversation_id: str) -> TurnRecord | None:
-    turn_id = conn.execute(_NEXT_OPEN, {"b_id": conversation_id}).scalar()
-    return None if turn_id is None else start(conn, int(turn_id))
+    head = conn.execute(_NEXT_OPEN, {"b_id": conversation_id}).first()
+    return None if head is None else start(conn, int(head.id), head=head)
 
 
-def start(conn: Connection, turn_id: int) -> TurnRecord:
-    stalls, place = _stalls(conn, turn_id)
+def start(conn: Connection, turn_id: int, *, head: Any = None) -> TurnRecord:
+    """Begin an attempt at the turn (``head``: what ``_HEAD`` reads of it, when the
+    caller just read it)."""
+    if head is None:
+        head = conn.execute(_HEAD_OF, {"b_turn": turn_id}).one()
+    steps = conn.execute(_STEPS, {"b_turn": turn_id}).all()
+    stalls, place = _stalls(head, steps)
     row = conn.execute(
         _START, {"b_turn": turn_id, "b_now": utcnow(), "b_stalls": stalls, "b_at": place}
     ).one()
     # RETURNING shows the row after the update: report the attempts made before this one.
-    return _turn_record(conn, row, attempts=int(row.attempts) - 1)
+    return _turn_record(conn, row, attempts=int(row.attempts) - 1, steps=steps, head=head)
 
 
 def load_turn(conn: Connection, turn_id: int) -> TurnRecord:
@@ -170,14 +187,27 @@ def load_turn(conn: Connection, turn_id: int) -> TurnRecord:
     return _turn_record(conn, row, attempts=int(row.attempts))
 
 
-def _turn_record(conn: Connection, row: Row[Any], *, attempts: int) -> TurnRecord:
-    key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
-    trigger = (
-        row.prompt
-        if row.prompt is not None
-        else conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
-    )
-    steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
+def _turn_record(
+    conn: Connection,
+    row: Row[Any],
+    *,
+    attempts: int,
+    steps: Sequence[Row[Any]] | None = None,
+    head: Any = None,
+) -> TurnRecord:
+    """The turn as the loop sees it (``steps`` and ``head``, when just read)."""
+    if head is not None:
+        key = head
+    else:
+        key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
+    if row.prompt is not None:
+        trigger = row.prompt
+    elif head is not None and head.trigger is not None:
+        trigger = head.trigger
+    else:
+        trigger = conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
+    if steps is None:
+        steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
     return TurnRecord(
         id=int(row.id),
         conversation_id=row.conversation_id,
