@@ -156,9 +156,14 @@ class TurnRunner:
                 self._store.renew_lease, conversation_id, owner=owner, ttl=lease
             )
             async with heartbeat(renew, every=lease / 3, what=conversation_id) as beat:
+                lane = Lane(conversation_id, owner, beat)
                 while turn is not None:
-                    await self.run_turn(turn)
+                    lane.next, lane.taken = None, False
+                    await self.run_turn(turn, lane=lane)
                     finished += 1
+                    if lane.taken:  # with the reply's receipt (the common case)
+                        turn = lane.next
+                        continue
                     # The next turn, or the lease given back when there is none (one
                     # transaction); the heartbeat must not take that release for a loss.
                     beat.releasing = True
@@ -177,6 +182,7 @@ class TurnRunner:
         *,
         retry_errors: bool = False,
         before_step: Callable[[], Awaitable[None]] | None = None,
+        lane: Lane | None = None,
     ) -> TurnStatus:
         """Run (or resume) a started turn to its end, doing only what the journal lacks.
 
@@ -189,10 +195,14 @@ class TurnRunner:
         With ``retry_errors`` (a queued turn that will be retried later) a model error is
         raised instead of answered with an apology, and the model call stays unfinished in
         the journal so the retry makes it again. ``before_step`` is awaited before each model
-        call (background turns use it to give way to interactive ones).
+        call (background turns use it to give way to interactive ones). With ``lane`` (the
+        conversation's lane runs it), the reply's receipt is journaled in one transaction
+        with the start of the lane's next turn (``lane.next``) or the lease's release.
         """
         with tracing.span("chatgate.turn", tracing.turn_attributes(turn)) as span:
-            status = await self._run_turn(turn, retry_errors=retry_errors, before_step=before_step)
+            status = await self._run_turn(
+                turn, retry_errors=retry_errors, before_step=before_step, lane=lane
+            )
             span.set({"chatgate.turn.status": status})
             return status
 
@@ -202,6 +212,7 @@ class TurnRunner:
         *,
         retry_errors: bool,
         before_step: Callable[[], Awaitable[None]] | None,
+        lane: Lane | None,
     ) -> TurnStatus:
         started = time.monotonic()
         if self._observer:
@@ -236,6 +247,7 @@ class TurnRunner:
                     status=final,
                     error=answer.error,
                     answered=answer.answered,
+                    lane=lane,
                 )
                 status = final
                 log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
@@ -429,9 +441,11 @@ class TurnRunner:
         status: TurnStatus,
         error: str | None,
         answered: FinishedStep | None = None,
+        lane: Lane | None = None,
     ) -> None:
         """Journal the reply (with ``answered``, the model call it comes from), deliver it,
-        then journal the receipt and close the turn."""
+        then journal the receipt and close the turn (with ``lane``, in the transaction that
+        starts the lane's next turn or gives its lease up)."""
         step = turn.step(seq)
         if step is not None and step.status == "done":
             await self._store.finish_turn(turn.id, status=status, error=error)
@@ -475,9 +489,24 @@ class TurnRunner:
         with tracing.span("chatgate.reply", sending):
             receipt = await self._outbound.send(reply, progress=chunk_sent)
         self._faults.hit("after_send")
-        await self._store.record_reply_sent(
-            turn.id, seq, receipt=receipt, turn_status=status, error=error
+        if lane is None:
+            await self._store.record_reply_sent(
+                turn.id, seq, receipt=receipt, turn_status=status, error=error
+            )
+            return
+        # The transaction may give the lease up: not a loss for the heartbeat.
+        lane.beat.releasing = True
+        lane.next = await self._store.record_reply_sent_and_next(
+            turn.id,
+            seq,
+            receipt=receipt,
+            turn_status=status,
+            error=error,
+            conversation_id=lane.conversation_id,
+            owner=lane.owner,
         )
+        lane.taken = True
+        lane.beat.releasing = lane.next is None
 
 
 @dataclass(slots=True)
@@ -485,6 +514,18 @@ class Beat:
     """The heartbeat's view of its body: is it giving the lease up on purpose?"""
 
     releasing: bool = False
+
+
+@dataclass(slots=True)
+class Lane:
+    """A conversation's lane as a turn sees it: the lease's owner and heartbeat, and the
+    next turn when the reply's receipt started it (``taken``) in the same transaction."""
+
+    conversation_id: str
+    owner: str
+    beat: Beat
+    next: TurnRecord | None = None
+    taken: bool = False
 
 
 @contextlib.asynccontextmanager

@@ -230,6 +230,22 @@ class Journal(Protocol):
         """Journal the platform's receipt; with ``turn_status``, also close the turn."""
         ...
 
+    async def record_reply_sent_and_next(
+        self,
+        turn_id: int,
+        seq: int,
+        *,
+        receipt: str,
+        turn_status: TurnStatus,
+        error: str | None,
+        conversation_id: str,
+        owner: str,
+    ) -> TurnRecord | None:
+        """``record_reply_sent`` and ``next_or_release`` in one transaction: the receipt
+        journaled, the turn closed, then the conversation's next open turn started, or the
+        lease given up when there is none."""
+        ...
+
     async def suspend_turn(self, turn_id: int, approval_id: str) -> bool:
         """Let the turn wait for a decision (it no longer holds up its conversation);
         False when the approval was decided already."""

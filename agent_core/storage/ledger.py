@@ -25,6 +25,7 @@ from agent_core.records import (
     ConversationRecord,
     MessageRecord,
     TurnRecord,
+    TurnStatus,
 )
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import journal
@@ -283,6 +284,21 @@ def next_or_release(conn: Connection, conversation_id: str, *, owner: str) -> Tu
     if turn is None:
         release(conn, conversation_id, owner=owner)
     return turn
+
+
+def reply_sent_and_next(
+    conn: Connection,
+    turn_id: int,
+    seq: int,
+    *,
+    receipt: str,
+    turn_status: TurnStatus,
+    error: str | None,
+    conversation_id: str,
+    owner: str,
+) -> TurnRecord | None:
+    journal.reply_sent(conn, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error)
+    return next_or_release(conn, conversation_id, owner=owner)
 
 
 def release(conn: Connection, conversation_id: str, *, owner: str) -> None:

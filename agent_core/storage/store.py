@@ -215,6 +215,31 @@ class Store(PeopleRows):
             journal.reply_sent, turn_id, seq, receipt=receipt, turn_status=turn_status, error=error
         )
 
+    async def record_reply_sent_and_next(
+        self,
+        turn_id: int,
+        seq: int,
+        *,
+        receipt: str,
+        turn_status: TurnStatus,
+        error: str | None,
+        conversation_id: str,
+        owner: str,
+    ) -> TurnRecord | None:
+        """``record_reply_sent`` and ``next_or_release`` in one transaction: the receipt
+        journaled, the turn closed, then the conversation's next open turn started, or the
+        lease given up when there is none."""
+        return await self.database.write(
+            ledger.reply_sent_and_next,
+            turn_id,
+            seq,
+            receipt=receipt,
+            turn_status=turn_status,
+            error=error,
+            conversation_id=conversation_id,
+            owner=owner,
+        )
+
     # -- locks, notes and spending ---------------------------------------------------------
 
     async def take_lock(self, name: str, *, owner: str, ttl: float) -> bool:

@@ -50,6 +50,30 @@ async def test_a_turn_calls_the_model_and_delivers_the_reply(database: Database)
     assert (await store.load_turn(one.turn_id)).status == "done"
 
 
+async def test_a_lane_takes_its_next_turn_with_the_receipt(database: Database) -> None:
+    """Two turns in a row: each reply's receipt is journaled in the transaction that starts
+    the next turn, or, after the last, gives the lease up; four writes a turn in all."""
+    store, model, outbound = Store(database), ScriptedModel(), RecordingOutbound()
+    one = await store.accept_inbound(_message("1", "question one"))
+    await store.accept_inbound(_message("2", "question two"))
+    writes: list[str] = []
+    database.on_commit = lambda name, _seconds: writes.append(name)
+    runner = _runner(store, model, outbound)
+    assert await runner.run_conversation(one.conversation_id, owner="me", lease=30) == 2
+    assert writes == [
+        "claim_and_begin",
+        "model_call_started",
+        "reply_intent",
+        "reply_sent_and_next",
+        "model_call_started",
+        "reply_intent",
+        "reply_sent_and_next",
+    ]
+    assert [r.text for r in outbound.sent] == ["echo: question one", "echo: question two"]
+    # The lease was given up: another process takes it at once (and finds nothing to run).
+    assert await store.claim_and_begin(one.conversation_id, owner="other", ttl=30) == (True, None)
+
+
 async def test_resume_after_model_call_does_not_call_the_model_again(database: Database) -> None:
     """A journaled model result is reused when the turn resumes."""
     store, outbound = Store(database), RecordingOutbound()
