@@ -81,7 +81,7 @@ class Sink:
 
     async def _accept(
         self, runtime: Runtime, event: InboundMessage, deadline: float | None
-    ) -> Accepted | None:
+    ) -> Accepted:
         """Return once the event is stored (with what the ledger said); raise when storing
         it failed (the database is down) or was not done by the deadline
         (``NotStoredInTime``: storing goes on), so the platform delivers it again later.
