@@ -116,7 +116,7 @@ class Metrics:
         self.checkpoint_seconds = Histogram(
             "chatgate_checkpoint_seconds",
             "Time to make a write durable (commit), by transaction: the journal's checkpoints "
-            "(begin_step, finish_step, reply_intent, reply_sent, ...) and the others.",
+            "(begin_step, finish_step, reply_intent, reply_sent_and_next, ...) and the others.",
             ["what"],
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
             registry=self.registry,

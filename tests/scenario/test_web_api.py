@@ -193,7 +193,7 @@ async def test_health_readiness_and_metrics(
         assert f'chatgate_context_tokens_count{{section="{section}"}} 1.0' in text
     assert "chatgate_turn_tokens_count 1.0" in text
     # The turn's journal checkpoints, each timed once.
-    for what in ("reply_intent", "reply_sent"):
+    for what in ("reply_intent", "reply_sent_and_next"):
         assert f'chatgate_checkpoint_seconds_count{{what="{what}"}} 1.0' in text
     assert "chatgate_queue_lag_seconds 0.0" in text
 
