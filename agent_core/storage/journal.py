@@ -103,22 +103,6 @@ def _stalls(head: Any, steps: Sequence[Row[Any]]) -> tuple[int, int]:
 _TURN = select(turns).where(turns.c.id == bindparam("b_turn"))
 
 
-_TRIGGER = (
-    select(messages.c.text)
-    .where(messages.c.turn_id == bindparam("b_turn"), messages.c.role == "user")
-    .order_by(messages.c.id)
-    .limit(1)
-)
-
-
-_CONVERSATION_KEY = select(
-    conversations.c.platform,
-    conversations.c.workspace,
-    conversations.c.channel,
-    conversations.c.thread,
-).where(conversations.c.id == bindparam("b_id"))
-
-
 _STEPS = (
     select(turn_steps).where(turn_steps.c.turn_id == bindparam("b_turn")).order_by(turn_steps.c.seq)
 )
@@ -179,39 +163,33 @@ def start(conn: Connection, turn_id: int, *, head: Any = None) -> TurnRecord:
         _START, {"b_turn": turn_id, "b_now": utcnow(), "b_stalls": stalls, "b_at": place}
     ).one()
     # RETURNING shows the row after the update: report the attempts made before this one.
-    return _turn_record(conn, row, attempts=int(row.attempts) - 1, steps=steps, head=head)
+    return _turn_record(conn, row, head, attempts=int(row.attempts) - 1, steps=steps)
 
 
 def load_turn(conn: Connection, turn_id: int) -> TurnRecord:
     row = conn.execute(_TURN, {"b_turn": turn_id}).one()
-    return _turn_record(conn, row, attempts=int(row.attempts))
+    head = conn.execute(_HEAD_OF, {"b_turn": turn_id}).one()
+    return _turn_record(conn, row, head, attempts=int(row.attempts))
 
 
 def _turn_record(
     conn: Connection,
     row: Row[Any],
+    head: Any,
     *,
     attempts: int,
     steps: Sequence[Row[Any]] | None = None,
-    head: Any = None,
 ) -> TurnRecord:
-    """The turn as the loop sees it (``steps`` and ``head``, when just read)."""
-    if head is not None:
-        key = head
-    else:
-        key = conn.execute(_CONVERSATION_KEY, {"b_id": row.conversation_id}).one()
-    if row.prompt is not None:
-        trigger = row.prompt
-    elif head is not None and head.trigger is not None:
-        trigger = head.trigger
-    else:
-        trigger = conn.execute(_TRIGGER, {"b_turn": row.id}).scalar_one()
+    """The turn as the loop sees it, from its row and ``head`` (``steps`` when just read)."""
+    trigger = row.prompt if row.prompt is not None else head.trigger
+    if trigger is None:
+        raise LookupError(f"turn {row.id} has no opening message")
     if steps is None:
         steps = conn.execute(_STEPS, {"b_turn": row.id}).all()
     return TurnRecord(
         id=int(row.id),
         conversation_id=row.conversation_id,
-        conversation=conversation_key(key),
+        conversation=conversation_key(head),
         status=row.status,
         attempts=attempts,
         stalls=int(row.stalls),
