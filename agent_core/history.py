@@ -17,7 +17,7 @@ import structlog
 from agent_core.context import Assembly, assemble, rough_tokens, summary_prompt
 from agent_core.errors import ModelError
 from agent_core.model import ChatMessage, Model
-from agent_core.records import MessageRecord, TurnRecord
+from agent_core.records import HistoryLine, TurnRecord
 from agent_core.stores import Journal
 
 log = structlog.get_logger("chatgate.history")
@@ -36,7 +36,7 @@ class Past:
     turns: tuple[int, ...]
 
     @classmethod
-    def of(cls, summary: str | None, records: Sequence[MessageRecord]) -> Past:
+    def of(cls, summary: str | None, records: Sequence[HistoryLine]) -> Past:
         """From what the store returned."""
         return cls(
             summary,

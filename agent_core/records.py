@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 from pydantic import JsonValue
 
@@ -80,6 +80,15 @@ class ApprovalRequest:
     prompt_text: str
     call_id: str
     self_approve: bool = True
+
+
+class HistoryLine(NamedTuple):
+    """What a model call sees of one past message: who said it, what, in which turn (a
+    row read as it comes, for the up to hundreds a prompt may take)."""
+
+    role: Role
+    text: str
+    turn_id: int | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,6 +23,7 @@ from agent_core.records import (
     Accepted,
     ApprovalRecord,
     ConversationRecord,
+    HistoryLine,
     MessageRecord,
     TurnRecord,
     TurnStatus,
@@ -118,6 +119,8 @@ _HISTORY = (
     .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
     .limit(bindparam("b_limit"))
 )
+# What a prompt reads of the past: three columns, not the whole rows (up to hundreds).
+_PAST = _HISTORY.with_only_columns(messages.c.role, messages.c.text, messages.c.turn_id)
 _MESSAGES_AFTER = (
     select(messages)
     .where(messages.c.conversation_id == bindparam("b_id"), messages.c.id > bindparam("b_after"))
@@ -331,7 +334,7 @@ def history(
 
 def model_call_started(
     conn: Connection, turn: TurnRecord, seq: int, *, input: JsonValue, history_limit: int
-) -> tuple[str | None, list[MessageRecord]]:
+) -> tuple[str | None, list[HistoryLine]]:
     """Journal a model call as started and read what it will see of the past (the running
     summary, and the history after it): the first model call of a turn needs both, and one
     transaction is one trip to the database."""
@@ -339,8 +342,9 @@ def model_call_started(
     summary = conn.execute(
         select(conversations.c.summary).where(conversations.c.id == turn.conversation_id)
     ).scalar()
-    found = history(conn, turn.conversation_id, before_turn_id=turn.id, limit=history_limit)
-    return summary, found
+    params = {"b_id": turn.conversation_id, "b_turn": turn.id, "b_limit": history_limit}
+    rows = conn.execute(_PAST, params).all()
+    return summary, [HistoryLine(row[0], row[1], row[2]) for row in reversed(rows)]
 
 
 def save_summary(conn: Connection, conversation_id: str, *, summary: str, upto_turn: int) -> bool:

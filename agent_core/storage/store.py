@@ -24,6 +24,7 @@ from agent_core.records import (
     ApprovalStatus,
     ConversationRecord,
     FinishedStep,
+    HistoryLine,
     JobOutcome,
     JobRecord,
     MessageRecord,
@@ -158,7 +159,7 @@ class Store(PeopleRows):
 
     async def start_model_call(
         self, turn: TurnRecord, seq: int, *, input: JsonValue, history_limit: int
-    ) -> tuple[str | None, list[MessageRecord]]:
+    ) -> tuple[str | None, list[HistoryLine]]:
         """Journal a model call as started; return the conversation's running summary and
         the history after it, before this turn (at most ``history_limit`` messages, oldest
         first), in one transaction."""
