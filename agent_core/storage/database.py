@@ -3,20 +3,19 @@
 Every transaction is one plain function over a SQLAlchemy ``Connection``; :class:`Database`
 runs it off or on the event loop, whichever is cheaper for the backend:
 
-- SQLite runs the whole function in a worker thread with the stdlib driver: one thread hop
-  per transaction. (aiosqlite hops threads for every cursor call, which measured about 12
-  times the CPU per statement.)
+- SQLite runs the whole function with the stdlib driver right on the event loop when the
+  database is free, else on one thread that commits the writes waiting together in one
+  transaction (:mod:`agent_core.storage.sqlite_runner`). (aiosqlite hops threads for every
+  cursor call, which measured about 12 times the CPU per statement.)
 - PostgreSQL runs it through the async engine's ``run_sync``, so asyncpg does the I/O on
   the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -26,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agent_core.errors import StorageError
 from agent_core.hardening import private_file
+from agent_core.storage.sqlite_runner import READ_ONLY, SQLiteRunner
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -36,8 +36,6 @@ T = TypeVar("T")
 _MIGRATIONS = str(Path(__file__).with_name("migrations"))
 # Any constant works; it only has to be the same in every chatgate process.
 _MIGRATION_LOCK_ID = 0x63_68_61_74
-_SQLITE_THREADS = 1
-_READ_ONLY = "chatgate_read_only"
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -65,10 +63,11 @@ def _sqlite_engine(url: str) -> Engine:
     engine = create_engine(
         sync_url,
         connect_args={"timeout": 30, "check_same_thread": False},
-        pool_size=_SQLITE_THREADS,
+        # Two connections, kept for as long as they work: the event loop's and the thread's.
+        pool_size=2,
         max_overflow=0,
-        # Every transaction ends with its own COMMIT or ROLLBACK (engine.begin(), or the
-        # connection closing a read), so the pool's extra ROLLBACK on return is waste.
+        # Every transaction ends with its own COMMIT or ROLLBACK, so the pool's extra
+        # ROLLBACK on return is waste.
         pool_reset_on_return=None,
     )
 
@@ -87,7 +86,7 @@ def _sqlite_engine(url: str) -> Engine:
     def _on_begin(conn: Connection) -> None:
         # Writers take the lock up front, so a read-then-write transaction waits on
         # busy_timeout instead of failing with "database is locked" when it upgrades.
-        read_only = conn.get_execution_options().get(_READ_ONLY, False)
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
@@ -101,12 +100,12 @@ class Database:
         self.dialect = make_url(url).get_backend_name()
         self._sync: Engine | None = None
         self._async: AsyncEngine | None = None
-        self._threads: ThreadPoolExecutor | None = None
+        self._sqlite: SQLiteRunner | None = None
         # Told each committed write's name and duration (the gateway's metrics).
         self.on_commit: Callable[[str, float], None] | None = None
         if self.dialect == "sqlite":
             self._sync = _sqlite_engine(url)
-            self._threads = ThreadPoolExecutor(_SQLITE_THREADS, thread_name_prefix="sqlite")
+            self._sqlite = SQLiteRunner(self._sync)
         else:
             # Imported here: SQLite does not need it, and it costs memory in every process.
             from sqlalchemy.ext.asyncio import create_async_engine
@@ -134,20 +133,13 @@ class Database:
         """Run ``fn(connection, ...)`` in a read-only transaction."""
         return await self._run(fn, args, kwargs, read_only=True)
 
-    async def _run(self, fn: Callable[..., T], args: Any, kwargs: Any, *, read_only: bool) -> T:
-        if self._sync is not None:
-            engine = self._sync
-
-            def in_thread() -> T:
-                if read_only:
-                    with engine.connect() as conn:
-                        conn = conn.execution_options(**{_READ_ONLY: True})
-                        return fn(conn, *args, **kwargs)
-                with engine.begin() as conn:
-                    return fn(conn, *args, **kwargs)
-
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._threads, in_thread)
+    async def _run(
+        self, fn: Callable[..., T], args: Any, kwargs: Any, *, read_only: bool, here: bool = True
+    ) -> T:
+        if self._sqlite is not None:
+            if read_only:
+                return await self._sqlite.read(fn, args, kwargs)
+            return await self._sqlite.write(fn, args, kwargs, here=here)
         assert self._async is not None
         if read_only:
             async with self._async.connect() as aconn:
@@ -165,7 +157,9 @@ class Database:
     async def migrate(self, revision: str = "head") -> None:
         """Apply Alembic migrations up to ``revision``; safe from many processes at once."""
         try:
-            await self.write(_upgrade, revision)
+            # Off the event loop on SQLite: it may wait for another process's migration,
+            # and an upgrade takes seconds.
+            await self._run(_upgrade, (revision,), {}, read_only=False, here=False)
         except (SQLAlchemyError, OSError) as exc:
             message = str(exc).splitlines()[0]
             raise StorageError(f"migrating {self.display_url()} failed: {message}") from exc
@@ -176,10 +170,10 @@ class Database:
 
     async def dispose(self) -> None:
         """Close every connection and the worker threads."""
+        if self._sqlite is not None:
+            await self._sqlite.close()
         if self._sync is not None:
             self._sync.dispose()
-        if self._threads is not None:
-            self._threads.shutdown(wait=True)
         if self._async is not None:
             await self._async.dispose()
 
