@@ -1,9 +1,12 @@
 """Slack's inbound side: ``POST /slack/events`` (the Events API, interactivity and the
-slash command on one Request URL) and Socket Mode, both through slack-bolt.
+slash command on one Request URL) and Socket Mode.
 
 Our own check of the signature comes first, over the raw bytes (bolt parses the body
-before it verifies, and a malformed timestamp makes its verifier raise); bolt is then
-told not to verify again. Socket Mode requests come over the authenticated socket.
+before it verifies, and a malformed timestamp makes its verifier raise). A message event,
+nearly all of the traffic, is then parsed once and stored directly; everything else
+(``url_verification``, presses, slash commands, other events, and Socket Mode) goes
+through slack-bolt, told not to verify again. Socket Mode requests come over the
+authenticated socket.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import structlog
 from aiohttp import web
+from slack_sdk.errors import SlackApiError
 
 from adapters.base import (
     BadRequest,
@@ -77,6 +82,7 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
             return
         secret = self._signing_secret
         bolt = self._bolt(sink)
+        direct = heard(sink, self.hearing)
 
         async def events(request: web.Request) -> web.StreamResponse:
             """Everything Slack sends: the signature checked (401), ``url_verification``
@@ -93,7 +99,9 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
                 return json_error(401, "invalid request signature")
             try:
                 if request.content_type == "application/json":
-                    load_json(raw)
+                    body = load_json(raw)
+                    if (answered := await self._message(body, direct)) is not None:
+                        return answered
                 else:
                     form = load_form(raw)
                     if "payload" in form:
@@ -108,6 +116,33 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
             return result
 
         router.add_post("/slack/events", events)
+
+    async def _message(self, body: object, sink: EventSink) -> web.Response | None:
+        """A message event (``app_mention``, ``message``) stored without bolt: the body is
+        parsed and signed already, and these need none of bolt's listeners or middleware
+        (the bot's own messages are dropped by :func:`parse_event`, from ``auth.test``'s
+        bot user, as bolt's authorization learns it). None for anything else: bolt's.
+
+        200 once the message is in the ledger (or ignored); 500 when the database was too
+        slow (Slack delivers it again), or while ``auth.test`` fails (bolt would answer 200
+        there and lose the message)."""
+        if not isinstance(body, dict) or body.get("type") != "event_callback":
+            return None
+        event = body.get("event")
+        if not isinstance(event, dict) or event.get("type") not in ("app_mention", "message"):
+            return None
+        try:
+            bot_user, _bot = await self.sender.identity()
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("slack auth.test failed; Slack delivers the event again", error=str(exc))
+            return json_error(500, "cannot tell the bot's own messages apart yet; try again")
+        parsed = parse_event(body, bot_user=bot_user or None)
+        if parsed is not None:
+            try:
+                await sink(parsed, deadline=ACK_SECONDS)
+            except NotStoredInTime:
+                return json_error(500, "not stored in time; deliver it again")
+        return web.Response()
 
     def _rejected(self) -> None:
         if self._hooks is not None:

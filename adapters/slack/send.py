@@ -77,7 +77,7 @@ class SlackSender:
         )
         self._faults = faults or FaultPoints()
         self._warned_lookup = False
-        self._bot_id: str | None = None
+        self._identity: tuple[str, str] | None = None
 
     async def open(self) -> None:
         """Share one HTTP session (and its kept-alive connections) across every call,
@@ -88,6 +88,17 @@ class SlackSender:
             self.client.session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.client.timeout)
             )
+
+    async def identity(self) -> tuple[str, str]:
+        """The bot's user id and bot id (``auth.test``, asked once): the first tells the
+        bot's own messages apart, the second the messages it posted.
+
+        Raises ``SlackApiError`` (and slack_sdk's connection errors) while Slack cannot say.
+        """
+        if self._identity is None:
+            answer = await self.client.auth_test()
+            self._identity = (str(answer.get("user_id") or ""), str(answer.get("bot_id") or ""))
+        return self._identity
 
     async def close(self) -> None:
         """Close the shared session."""
@@ -148,10 +159,9 @@ class SlackSender:
         seen = pages = 0
         cursor: str | None = None
         try:
-            if self._bot_id is None:
-                # Only our own messages count: anyone who may post in the channel could
-                # post metadata that looks like ours.
-                self._bot_id = str((await self.client.auth_test()).get("bot_id") or "")
+            # Only our own messages count: anyone who may post in the channel could post
+            # metadata that looks like ours.
+            _user, bot_id = await self.identity()
             while seen < _LOOKUP_LIMIT and pages < _LOOKUP_PAGES:
                 pages += 1
                 page: dict[str, object] = {
@@ -176,7 +186,7 @@ class SlackSender:
                     metadata = message.get("metadata") or {}
                     if metadata.get("event_type") != DELIVERY_EVENT:
                         continue
-                    if not self._bot_id or message.get("bot_id") != self._bot_id:
+                    if not bot_id or message.get("bot_id") != bot_id:
                         continue
                     key = (metadata.get("event_payload") or {}).get("key")
                     if key in wanted and message.get("ts"):

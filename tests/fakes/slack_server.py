@@ -55,6 +55,8 @@ class FakeSlack(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.rate_limit_next = 0
+        # The next this many auth.test calls fail (Slack having trouble).
+        self.fail_auth_test = 0
         # What auth.test reports in X-OAuth-Scopes.
         self.scopes = (
             "app_mentions:read,chat:write,commands,im:history,channels:history,groups:history,"
@@ -175,6 +177,9 @@ class FakeSlack(LoopbackServer):
                 {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "1"}
             )
         self.record(method, arguments)
+        if method == "auth.test" and self.fail_auth_test > 0:
+            self.fail_auth_test -= 1
+            return web.json_response({"ok": False, "error": "internal_error"})
         if method == "auth.test":
             return web.json_response(
                 {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID, "team": "t"},

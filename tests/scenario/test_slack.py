@@ -146,6 +146,31 @@ def test_a_mention_is_answered_in_its_thread_once_despite_retries(
     assert model_server.user_texts() == ["are you there?"]
 
 
+def test_a_message_waits_for_the_bots_identity_and_the_bots_own_are_not_answered(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    """Message events skip bolt: while ``auth.test`` fails the gateway cannot tell the
+    bot's own messages apart, so it answers 500 and stores nothing (Slack delivers again);
+    the bot's own messages and other bots' are dropped as bolt would."""
+    model_server.script("Hello from the agent")
+    slack.fail_auth_test = 1
+    payload = _mention("who are you?", ts="1700000150.000100")
+    assert _post_event(gateway, payload)[0] == 500
+    assert _post_event(gateway, payload, retry=1)[0] == 200
+    [post] = slack.wait_for("chat.postMessage", 1)
+    assert post["thread_ts"] == "1700000150.000100"
+    own = _mention("an echo", ts="1700000151.000100", user=BOT_USER, event_id="Ev0002")
+    own["event"] |= {"type": "message", "thread_ts": "1700000150.000100"}
+    other_bot = _mention("a bot", ts="1700000152.000100", event_id="Ev0003")
+    other_bot["event"] |= {"bot_id": "B0OTHER"}
+    assert _post_event(gateway, own)[0] == 200
+    assert _post_event(gateway, other_bot)[0] == 200
+    time.sleep(1.5)
+    assert len(slack.posted()) == 1
+    assert model_server.user_texts() == ["who are you?"]
+    assert [m for m, _ in slack.calls].count("auth.test") >= 2
+
+
 def test_bad_and_stale_signatures_are_refused_and_nothing_runs(
     gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
 ) -> None:
