@@ -4,6 +4,7 @@ adapter hands its sink, seen through ``adapters.testing.FakeAdapter``."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -17,6 +18,7 @@ from adapters.testing import FakeAdapter
 from adapters.web.send import WebHub
 from agent_core.events import ButtonPress, InboundMessage, Platform
 from agent_core.settings import Settings
+from agent_core.storage.database import sqlite_path
 from gateway.app import build_app
 from gateway.runtime import RUNTIME
 from tests.fakes.model_server import FakeModelServer
@@ -123,14 +125,24 @@ async def test_a_reply_in_a_thread_counts_only_where_the_agent_talks(
 
 
 async def test_a_deadline_answers_the_platform_in_time_and_the_work_goes_on(
-    gateway: Any, model_server: FakeModelServer
+    gateway: Any, model_server: FakeModelServer, database_url: str
 ) -> None:
-    """With a deadline of zero the sink raises before the message is stored (the platform
-    is told it was not received, and delivers it again); it is stored and answered all
-    the same, and the platform's second delivery is a duplicate."""
+    """With a deadline the database does not meet (SQLite's write lock held elsewhere: a
+    free SQLite stores the message at once) the sink raises before the message is stored
+    (the platform is told it was not received, and delivers it again); it is stored and
+    answered all the same, and the platform's second delivery is a duplicate."""
     fake, _client = await gateway()
-    with pytest.raises(NotStoredInTime):
-        await fake.deliver(_message("quick", event="m1"), deadline=0)
+    path = sqlite_path(database_url)
+    holder = sqlite3.connect(path, isolation_level=None) if path is not None else None
+    if holder is not None:
+        holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(NotStoredInTime):
+            await fake.deliver(_message("quick", event="m1"), deadline=0.2 if holder else 0)
+    finally:
+        if holder is not None:
+            holder.rollback()
+            holder.close()
     await _until(lambda: len(fake.sender.sent) == 1)
     assert fake.sender.sent[0].text.startswith("echo:")
     again = await fake.deliver(_message("quick", event="m1"), deadline=5)
