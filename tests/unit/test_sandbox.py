@@ -269,9 +269,14 @@ async def test_the_time_limit_holds_even_if_pid_1_is_told_to_stay(
     marker = str(25000 + uuid.uuid4().int % 5000)
     command = f"gdb -p 1 -batch -ex 'call (int)prctl(1, 0, 0, 0, 0)'; sleep {marker}"
     result = await _run(sandbox, state, command, timeout=5)
+    assert await wait_until_gone(f"sleep {marker}") == []
+    if "$1 = 0" not in result and "Couldn't write extended state status" in result:
+        # Some kernels refuse gdb's write of the registers it needs to make the call (seen
+        # on a machine whose CPU has extended state gdb 13 cannot write back): the attack
+        # cannot be mounted there, so what it proves is not shown either.
+        pytest.skip("gdb cannot call into a process on this machine (extended state)")
     assert result.startswith("killed after 5s")
     assert "$1 = 0" in result  # the attack itself worked
-    assert await wait_until_gone(f"sleep {marker}") == []
 
 
 async def test_the_command_text_is_on_no_command_line(bwrap: BwrapSandbox, state: Path) -> None:
