@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from agent_core.storage.database import Database
+from agent_core.storage.sqlite_runner import CHECKPOINT_EVERY
 
 # SQLite's own runner, on a file of its own: the SQLite pass runs it (tests/conftest.py).
 pytestmark = pytest.mark.any_database
@@ -114,3 +115,22 @@ async def test_a_cancelled_caller_does_not_undo_its_write(
             break
         await asyncio.sleep(0.02)
     assert list(await database.read(_items)) == ["handed over"]
+
+
+async def test_the_wal_is_checkpointed_off_the_loop_and_stays_short(
+    database: Database, tmp_path: Path
+) -> None:
+    """The loop's connection never checkpoints (a checkpoint syncs the file); the thread
+    does, every so many commits, so the WAL is reused instead of growing with every write."""
+    for index in range(3 * CHECKPOINT_EVERY):
+        await database.write(_insert, f"item {index}")
+    for _ in range(100):  # the last checkpoint runs on the thread, after the write returned
+        other = sqlite3.connect(tmp_path / "runner.db", isolation_level=None)
+        _busy, frames, _done = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        other.close()
+        if frames < 2 * CHECKPOINT_EVERY:
+            break
+        await asyncio.sleep(0.02)
+    # Each commit appends at least one frame: without the thread's checkpoints the WAL
+    # would hold all of them.
+    assert frames < 2 * CHECKPOINT_EVERY
