@@ -114,8 +114,7 @@ class SQLiteRunner:
         conn = self._here
         if conn is None or conn.closed or conn.invalidated:
             if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
+                _discard(conn)
             conn = self._here = self._engine.connect()
             raw = conn.connection.dbapi_connection
             assert raw is not None
@@ -138,17 +137,12 @@ class SQLiteRunner:
         try:
             with conn.begin():
                 return True, fn(conn, *args, **kwargs)
-        except OperationalError as exc:
+        except BaseException as exc:
             if conn.invalidated or conn.in_transaction():
                 self._here = None
-                with contextlib.suppress(Exception):
-                    conn.close()
-            if _busy(exc):
+                _discard(conn)
+            if isinstance(exc, OperationalError) and _busy(exc):
                 return False, None  # type: ignore[return-value]
-            raise
-        except BaseException:
-            if conn.invalidated or conn.in_transaction():
-                self._here = None
             raise
 
     def _committed_here(self) -> None:
@@ -177,7 +171,8 @@ class SQLiteRunner:
         """After a transaction that raised: a connection left in a transaction (its rollback
         failed) or invalidated is not used again."""
         if conn.invalidated or conn.in_transaction():
-            self._drop()
+            self._conn = None
+            _discard(conn)
 
     def _checkpoint(self) -> None:
         """Write the WAL's pages back into the database without waiting for anyone."""
@@ -242,6 +237,15 @@ class SQLiteRunner:
             done = outcomes + [(True, None)] * (len(batch) - len(outcomes))
             return [outcome if not outcome[0] else (False, exc) for outcome in done]
         return outcomes
+
+
+def _discard(conn: Connection) -> None:
+    """Close a connection that may be broken or inside a transaction: its driver connection
+    is thrown away, not handed back to the pool as it is."""
+    with contextlib.suppress(Exception):
+        conn.invalidate()
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def _busy(error: OperationalError) -> bool:
