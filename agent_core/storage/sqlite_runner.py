@@ -17,7 +17,7 @@ caller hears its result only after its ``COMMIT``.
 
 The loop's connection does not checkpoint the WAL (a checkpoint writes the pages back and
 syncs the file, which the loop should not wait for): every ``CHECKPOINT_EVERY`` of its
-commits, the thread runs a passive checkpoint.
+commits, the thread does.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ T = TypeVar("T")
 READ_ONLY = "chatgate_read_only"
 """The execution option that makes the connection's ``begin`` a plain (deferred) ``BEGIN``."""
 CHECKPOINT_EVERY = 500
+RESTART_WAIT_MS = 200
+"""How long a checkpoint may hold off writers while it waits for readers to leave the WAL."""
 
 
 @dataclass(slots=True)
@@ -175,11 +177,25 @@ class SQLiteRunner:
             _discard(conn)
 
     def _checkpoint(self) -> None:
-        """Write the WAL's pages back into the database without waiting for anyone."""
+        """Write the WAL's pages back into the database, and see that the next write starts
+        the WAL over from its beginning.
+
+        A passive checkpoint waits for nobody, but under a steady stream of writes it never
+        catches up with the last one, and a WAL is only reused once everything in it has been
+        written back: alone, it lets the file grow without end. So it does the bulk of the
+        copying, and a restart checkpoint then holds off writers for the few frames left and
+        for the readers still on the WAL, within ``RESTART_WAIT_MS``; writes that find the
+        lock taken meanwhile queue on this thread as for any other writer."""
         with contextlib.suppress(Exception):
             raw = self._connection(read_only=True).connection.dbapi_connection
             assert raw is not None
             raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            (patience,) = raw.execute("PRAGMA busy_timeout").fetchone()
+            raw.execute(f"PRAGMA busy_timeout={RESTART_WAIT_MS}")
+            try:
+                raw.execute("PRAGMA wal_checkpoint(RESTART)")
+            finally:
+                raw.execute(f"PRAGMA busy_timeout={int(patience)}")
 
     def _read(self, fn: Callable[..., T], args: Any, kwargs: Any) -> T:
         conn = self._connection(read_only=True)
