@@ -57,6 +57,10 @@ class Model(Protocol):
         """Get ready for the first call (import libraries, build clients); run at start."""
         ...
 
+    async def aclose(self) -> None:
+        """Let go of what the calls share (an HTTP session); run once, at shutdown."""
+        ...
+
     def context_window(self) -> int:
         """How many tokens of prompt plus reply the model accepts."""
         ...

@@ -41,6 +41,9 @@ class ScriptedModel:
     async def warm_up(self) -> None:
         """Nothing to prepare."""
 
+    async def aclose(self) -> None:
+        """Nothing to let go of."""
+
     def context_window(self) -> int:
         """The window given at construction."""
         return self._window

@@ -111,6 +111,14 @@ async def _warm_up(model: Model) -> None:
         log.exception("model warm-up failed; the first call will try again")
 
 
+async def _close_models(*models: Model | None) -> None:
+    for model in {id(m): m for m in models if m is not None}.values():
+        try:
+            await model.aclose()
+        except Exception:
+            log.exception("closing the model client failed", model=model.name)
+
+
 def build_app(
     settings: Settings,
     *,
@@ -277,6 +285,7 @@ def build_app(
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
                 await core.mcp.close()
                 await stack.aclose()
+                await _close_models(core.model, core.summarizer)
                 for task in (sweeper, warming, *background):
                     if task is not None:
                         task.cancel()

@@ -98,6 +98,8 @@ async def _model(settings: Settings) -> Check:
             f"{settings.model}: {exc or 'timed out'}",
             "check CHATGATE_MODEL, CHATGATE_MODEL_API_BASE and CHATGATE_MODEL_API_KEY",
         )
+    finally:
+        await model.aclose()
     return Check("model", "ok", f"{settings.model} answered (as {reply.model})")
 
 

@@ -433,6 +433,12 @@ class WorkerRuntime:
             self.call(self._adapters.aclose(), timeout=10)
         except Exception:
             log.exception("closing the platform clients failed")
+        if self.core is not None:
+            for model in {id(m): m for m in (self.core.model, self.core.summarizer) if m}.values():
+                try:
+                    self.call(model.aclose(), timeout=10)
+                except Exception:
+                    log.exception("closing the model client failed", model=model.name)
         if self._database is not None:
             database = self._database
             self._database = None

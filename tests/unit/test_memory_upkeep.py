@@ -8,15 +8,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from agent_core.events import InboundMessage
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.memory_upkeep import EXTRACT_ASK, REVIEW_ASK, MemoryUpkeep, parse_facts
-from agent_core.model import ModelReply
+from agent_core.model import Model, ModelReply
 from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.settings import load_settings
 from agent_core.storage.database import Database
@@ -37,8 +39,16 @@ def _dispatcher(store: Store, queue: RecordingJobQueue) -> ScheduleDispatcher:
     return ScheduleDispatcher(store, schedules, queue, maintenance=NIGHTLY)
 
 
-def _job_runner(store: Store, server: FakeModelServer) -> JobRunner:
-    model = build_model(load_settings(server.settings()))
+@pytest.fixture
+async def model(model_server: FakeModelServer) -> AsyncIterator[Model]:
+    """The configured litellm model, against the fake server; closed after the test."""
+    built = build_model(load_settings(model_server.settings()))
+    assert built is not None
+    yield built
+    await built.aclose()
+
+
+def _job_runner(store: Store, model: Model) -> JobRunner:
     outbound = RecordingOutbound()
     runner = turn_runner(store, model=model, outbound=outbound, system_prompt="s")
     return JobRunner(
@@ -111,7 +121,7 @@ async def test_each_nightly_slot_queues_one_job_per_person_however_many_beats_ti
 
 
 async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
-    database: Database, model_server: FakeModelServer
+    database: Database, model_server: FakeModelServer, model: Model
 ) -> None:
     store = Store(database)
     conversation = await _conversation(store, "one", ALICE)
@@ -149,7 +159,7 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
     await dispatcher.tick(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
     await dispatcher.tick(datetime(2026, 12, 1, 3, 1, tzinfo=UTC))
     [job_id] = queue.jobs
-    job = await _job_runner(store, model_server).run(job_id, owner="worker-1")
+    job = await _job_runner(store, model).run(job_id, owner="worker-1")
     assert job is not None
 
     live = await _live(database)
@@ -173,11 +183,11 @@ async def test_maintenance_merges_repeats_and_supersedes_contradicted_facts(
     # Reviewed facts are not looked at again: the next night queues nothing for Alice.
     await dispatcher.tick(datetime(2026, 12, 2, 3, 1, tzinfo=UTC))
     assert queue.jobs == [job_id]
-    assert await _job_runner(store, model_server).run(None, owner="worker-1") is None
+    assert await _job_runner(store, model).run(None, owner="worker-1") is None
 
 
 async def test_an_answer_that_is_not_the_json_asked_for_changes_nothing(
-    database: Database, model_server: FakeModelServer
+    database: Database, model_server: FakeModelServer, model: Model
 ) -> None:
     store = Store(database)
     conversation = await _conversation(store, "one", ALICE)
@@ -191,8 +201,6 @@ async def test_an_answer_that_is_not_the_json_asked_for_changes_nothing(
             source="t",
         )
     model_server.background = {REVIEW_ASK: lambda text: "Sure! The first one is outdated."}
-    model = build_model(load_settings(model_server.settings()))
-    assert model is not None
     upkeep = MemoryUpkeep(store, model)
     assert await upkeep.maintain(ALICE, model) == 0
     assert len(await _live(database)) == 2
@@ -207,7 +215,7 @@ async def test_an_answer_that_is_not_the_json_asked_for_changes_nothing(
 
 
 async def test_a_turns_facts_are_stored_once_by_whoever_still_holds_the_job(
-    database: Database, model_server: FakeModelServer
+    database: Database, model_server: FakeModelServer, model: Model
 ) -> None:
     """The facts are stored in the transaction that closes the job, only by its owner: a
     runner whose lease passed to another stores nothing, and the job is not run again."""
@@ -215,8 +223,6 @@ async def test_a_turns_facts_are_stored_once_by_whoever_still_holds_the_job(
     model_server.background = {
         EXTRACT_ASK: lambda text: json.dumps({"facts": [{"fact": "Uses Rust.", "about": "lang"}]})
     }
-    model = build_model(load_settings(model_server.settings()))
-    assert model is not None
     accepted = await store.accept_inbound(
         InboundMessage(
             platform="web",

@@ -1,14 +1,18 @@
-"""The litellm model port: what it learns at warm-up, off the event loop."""
+"""The litellm model port: what it learns at warm-up, off the event loop, and its two ways
+to a single model (litellm's provider config over one session, and ``acompletion``), which
+must send and return the same."""
 
 from __future__ import annotations
 
 import importlib
 import math
+import re
 
 import pytest
 
+from agent_core import model_litellm
 from agent_core.errors import ModelError
-from agent_core.model import ChatMessage
+from agent_core.model import ChatMessage, ModelReply, ToolCallRequest
 from agent_core.model_litellm import LiteLLMModel
 from tests.fakes.model_server import FakeModelServer, Scripted
 
@@ -27,30 +31,129 @@ async def test_the_window_is_looked_up_once_at_warm_up() -> None:
     assert unknown.context_window() == 8192
 
 
+@pytest.fixture(params=["wire", "acompletion"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test of a call runs both ways: the OpenAI wire with litellm's provider config,
+    and ``litellm.acompletion`` (what every other provider takes)."""
+    if request.param == "acompletion":
+        monkeypatch.setattr(model_litellm._Wire, "serves", staticmethod(lambda *_: False))
+    return str(request.param)
+
+
+async def _built(way: str, **kwargs: object) -> LiteLLMModel:
+    model = LiteLLMModel("openai/gpt-4o-mini", **kwargs)  # type: ignore[arg-type]
+    await model.warm_up()
+    assert isinstance(model._router, model_litellm._Wire) == (way == "wire")
+    return model
+
+
 async def test_a_call_returns_litellm_s_usage_and_cost_and_retries_a_server_error(
-    model_server: FakeModelServer,
+    model_server: FakeModelServer, way: str
 ) -> None:
     """Through the real litellm (its logging skipped): the server's token counts, litellm's
     price for them, a 500 retried, a 400 not (a ModelError)."""
-    model = LiteLLMModel(
-        "openai/gpt-4o-mini", api_base=model_server.base_url, api_key="sk-test", retries=2
-    )
+    model = await _built(way, api_base=model_server.base_url, api_key="sk-test", retries=2)
     model_server.script("first answer", Scripted(status=500), "after a retry", Scripted(status=400))
     prompt = [ChatMessage(role="user", content="how much does this cost?")]
-    reply = await model.complete(prompt, max_tokens=64)
-    assert reply.text == "first answer"
-    usage = _served_usage(model_server.requests[-1], "first answer")
-    assert (reply.prompt_tokens, reply.completion_tokens) == usage
-    price = importlib.import_module("litellm").model_cost["gpt-4o-mini"]
-    expected = usage[0] * price["input_cost_per_token"] + usage[1] * price["output_cost_per_token"]
-    assert reply.cost_usd > 0
-    assert math.isclose(reply.cost_usd, expected, rel_tol=1e-9)
-    retried = await model.complete(prompt, max_tokens=64)
-    assert retried.text == "after a retry"
-    assert len(model_server.requests) == 3
-    with pytest.raises(ModelError):
-        await model.complete(prompt, max_tokens=64)
-    assert len(model_server.requests) == 4
+    try:
+        reply = await model.complete(prompt, max_tokens=64)
+        assert reply.text == "first answer"
+        usage = _served_usage(model_server.requests[-1], "first answer")
+        assert (reply.prompt_tokens, reply.completion_tokens) == usage
+        price = importlib.import_module("litellm").model_cost["gpt-4o-mini"]
+        expected = (
+            usage[0] * price["input_cost_per_token"] + usage[1] * price["output_cost_per_token"]
+        )
+        assert reply.cost_usd > 0
+        assert math.isclose(reply.cost_usd, expected, rel_tol=1e-9)
+        retried = await model.complete(prompt, max_tokens=64)
+        assert retried.text == "after a retry"
+        assert len(model_server.requests) == 3
+        with pytest.raises(ModelError, match="BadRequestError"):
+            await model.complete(prompt, max_tokens=64)
+        assert len(model_server.requests) == 4
+    finally:
+        await model.aclose()
+
+
+async def test_both_ways_send_the_same_request_and_read_the_same_reply(
+    model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation with a tool round trip: the body the server gets, the reply chatgate
+    reads (text, tool calls, tokens, cost) and the error it reports do not depend on the
+    way."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look a word up.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"word": {"type": "string"}},
+                    "required": ["word"],
+                },
+            },
+        }
+    ]
+    history = [
+        ChatMessage(role="system", content="You are terse."),
+        ChatMessage(role="user", content="what is a gateway?"),
+        ChatMessage(
+            role="assistant",
+            content="",
+            tool_calls=(ToolCallRequest(id="call_1", name="lookup", arguments='{"word": "x"}'),),
+        ),
+        ChatMessage(role="tool", content="a way in", tool_call_id="call_1"),
+    ]
+    asked = {"id": "call_2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    replies: dict[str, list[ModelReply]] = {}
+    bodies: dict[str, list[dict[str, object]]] = {}
+    errors: dict[str, str] = {}
+    for way in ("wire", "acompletion"):
+        with monkeypatch.context() as patch:
+            if way == "acompletion":
+                patch.setattr(model_litellm._Wire, "serves", staticmethod(lambda *_: False))
+            model = await _built(way, api_base=model_server.base_url, api_key="sk-test")
+        model_server.script(Scripted(tool_calls=[asked]), "a way in, then", Scripted(status=404))
+        first = len(model_server.requests)
+        try:
+            replies[way] = [await model.complete(history, max_tokens=99, tools=tools)]
+            replies[way].append(await model.complete(history, max_tokens=99))
+            with pytest.raises(ModelError) as raised:
+                await model.complete(history, max_tokens=99)
+            # acompletion's exceptions end with "LiteLLM Retried: N times", N the retries
+            # allowed, even for a 404 it did not retry (the wire's do not say it).
+            errors[way] = re.sub(r" LiteLLM Retried: \d+ times$", "", str(raised.value))
+        finally:
+            await model.aclose()
+        bodies[way] = model_server.requests[first:]
+    assert bodies["wire"] == bodies["acompletion"]
+    assert bodies["wire"][0]["tools"] == tools
+    assert bodies["wire"][0]["max_tokens"] == 99
+    assert replies["wire"] == replies["acompletion"]
+    assert errors["wire"] == errors["acompletion"]
+    assert "NotFoundError" in errors["wire"]
+    assert "scripted 404" in errors["wire"]
+    called = replies["wire"][0].tool_calls
+    assert called == (ToolCallRequest(id="call_2", name="lookup", arguments="{}"),)
+    assert replies["wire"][1].text == "a way in, then"
+    assert replies["wire"][1].cost_usd > 0
+
+
+async def test_a_server_that_does_not_answer_in_time_is_tried_again_then_an_error(
+    model_server: FakeModelServer, way: str
+) -> None:
+    model = await _built(
+        way, api_base=model_server.base_url, api_key="sk-test", timeout=0.5, retries=1
+    )
+    model_server.script(Scripted(text="late", delay=2.0), Scripted(text="late", delay=2.0))
+    try:
+        with pytest.raises(ModelError, match="gpt-4o-mini"):
+            await model.complete([ChatMessage(role="user", content="hi")], max_tokens=8)
+    finally:
+        await model.aclose()
+    assert len(model_server.requests) == 2
 
 
 def _served_usage(body: dict[str, object], text: str) -> tuple[int, int]:
