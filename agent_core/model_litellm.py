@@ -266,7 +266,6 @@ class _Wire:
         self._utils = utils
         self._model = model
         self._name = name
-        self._provider = provider
         self._config = utils.ProviderConfigManager.get_provider_chat_config(
             name, providers(provider)
         )

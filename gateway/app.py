@@ -44,6 +44,7 @@ from workers.bootstrap import (
     budget_limits,
     build_core,
     build_model,
+    close_models,
     credentials,
     maintenance_cron,
     prepare_sandbox,
@@ -109,14 +110,6 @@ async def _warm_up(model: Model) -> None:
         await model.warm_up()
     except Exception:
         log.exception("model warm-up failed; the first call will try again")
-
-
-async def _close_models(*models: Model | None) -> None:
-    for model in {id(m): m for m in models if m is not None}.values():
-        try:
-            await model.aclose()
-        except Exception:
-            log.exception("closing the model client failed", model=model.name)
 
 
 def build_app(
@@ -285,7 +278,7 @@ def build_app(
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
                 await core.mcp.close()
                 await stack.aclose()
-                await _close_models(core.model, core.summarizer)
+                await close_models(core.model, core.summarizer)
                 for task in (sweeper, warming, *background):
                     if task is not None:
                         task.cancel()

@@ -76,6 +76,15 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
     )
 
 
+async def close_models(*models: Model | None) -> None:
+    """Close each model once (the summarizer may be the model itself); a failure is logged."""
+    for model in {id(m): m for m in models if m is not None}.values():
+        try:
+            await model.aclose()
+        except Exception:
+            log.exception("closing the model client failed", model=model.name)
+
+
 def load_secrets(settings: Settings, environ: Mapping[str, str] | None = None) -> Secrets:
     """Read each ``[secrets]`` variable once, with the hosts it is bound to; a missing one
     is logged (doctor reports it)."""
@@ -434,11 +443,10 @@ class WorkerRuntime:
         except Exception:
             log.exception("closing the platform clients failed")
         if self.core is not None:
-            for model in {id(m): m for m in (self.core.model, self.core.summarizer) if m}.values():
-                try:
-                    self.call(model.aclose(), timeout=10)
-                except Exception:
-                    log.exception("closing the model client failed", model=model.name)
+            try:
+                self.call(close_models(self.core.model, self.core.summarizer), timeout=10)
+            except Exception:
+                log.exception("closing the model clients failed")
         if self._database is not None:
             database = self._database
             self._database = None
