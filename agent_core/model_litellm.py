@@ -4,7 +4,7 @@ With fallbacks configured, calls go through ``litellm.Router`` (that is what it 
 several deployments, cooldowns, fallback order). A single model on the OpenAI
 chat-completions wire (OpenAI itself, and the servers that speak it: vLLM, Ollama, LM
 Studio, a gateway) is called with litellm's own transformation for its provider (request,
-response, errors, price) over one shared HTTP session, see :class:`_Wire`. Any other single
+response, errors, price) over one shared HTTP client, see :class:`_Wire`. Any other single
 model goes to ``litellm.acompletion`` with its own ``num_retries``: the Router's bookkeeping
 measured about 2 ms of CPU per call more on this machine and buys nothing for one
 deployment.
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-import aiohttp
+import httpx
 import structlog
 
 from agent_core.errors import ModelError
@@ -158,7 +158,7 @@ class LiteLLMModel:
         return params
 
     async def aclose(self) -> None:
-        """Close the HTTP session the calls share, if there is one."""
+        """Close the HTTP client the calls share, if there is one."""
         if isinstance(self._router, _Wire):
             await self._router.aclose()
 
@@ -237,8 +237,8 @@ class _Wire:
     (``OpenAIGPTConfig``, or the o-series' or GPT-5's where the model is one): it maps the
     parameters, builds the URL, headers and body, turns the answer into litellm's
     ``ModelResponse`` and an error into litellm's exception for it, and prices the call from
-    litellm's cost map, as ``acompletion`` does. The request goes out here, on one aiohttp
-    session for all calls, instead of through ``acompletion``'s setup, the OpenAI SDK's
+    litellm's cost map, as ``acompletion`` does. The request goes out here, on one httpx
+    client for all calls, instead of through ``acompletion``'s setup, the OpenAI SDK's
     client, its executor hop and its logging: about 2 ms of CPU a call on this machine
     instead of 8.5 (``python -m bench.ladder`` shows what that does to a turn).
 
@@ -289,8 +289,8 @@ class _Wire:
         self._key = key
         self._timeout = timeout
         self._retries = retries
-        self._session: aiohttp.ClientSession | None = None
-        self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     @staticmethod
     def serves(litellm: Any, model: str, api_base: str | None) -> bool:
@@ -301,20 +301,18 @@ class _Wire:
             return False
 
     async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None and self._session_loop is asyncio.get_running_loop():
-            await session.close()
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.aclose()
 
-    def _http(self) -> aiohttp.ClientSession:
-        """The session, made on the running loop (a session belongs to one loop)."""
+    def _http(self) -> httpx.AsyncClient:
+        """The client, made on the running loop (its connections belong to one loop). It
+        reads HTTPS_PROXY and the like, as the OpenAI SDK's client does."""
         loop = asyncio.get_running_loop()
-        if self._session is None or self._session_loop is not loop or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                trust_env=True,  # HTTPS_PROXY and the like, as the OpenAI SDK's client does
-                timeout=aiohttp.ClientTimeout(total=self._timeout),
-            )
-            self._session_loop = loop
-        return self._session
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client_loop = loop
+        return self._client
 
     async def acompletion(
         self, *, model: str, messages: list[dict[str, Any]], max_tokens: int, **extra: Any
@@ -328,13 +326,12 @@ class _Wire:
         )
         body = config.transform_request(self._name, messages, optional, {}, self._headers)
         payload = json.dumps(body).encode()
-        status, raw, headers = await self._post(payload)
-        if status >= 400:
-            raise self._error(status, raw, headers)
-        httpx = importlib.import_module("httpx")
+        answer = await self._post(payload)
+        if answer.status_code >= 400:
+            raise self._error(answer)
         response = config.transform_response(
             self._name,
-            httpx.Response(status, content=raw, headers=headers),
+            answer,
             self._litellm.ModelResponse(),
             _NO_LOGGING,
             body,
@@ -353,35 +350,35 @@ class _Wire:
         response._hidden_params["response_cost"] = cost
         return response
 
-    async def _post(self, payload: bytes) -> tuple[int, bytes, dict[str, str]]:
-        """(status, body, headers) of the last try."""
-        session = self._http()
+    async def _post(self, payload: bytes) -> httpx.Response:
+        """The answer to the last try."""
+        client = self._http()
         for attempt in range(self._retries + 1):
             left = self._retries - attempt
             try:
-                async with session.post(self._url, data=payload, headers=self._headers) as got:
-                    raw = await got.read()
-                    status, headers = got.status, dict(got.headers)
-            except (aiohttp.ClientError, TimeoutError) as exc:
+                answer = await client.post(self._url, content=payload, headers=self._headers)
+            except httpx.TransportError as exc:  # timeouts included
                 if not left:
                     raise ModelError(f"{self._model}: {_unreached(exc, self._timeout)}") from exc
                 await asyncio.sleep(self._utils.calculate_retry_after(left, self._retries))
                 continue
-            asked = headers.get("x-should-retry", headers.get("X-Should-Retry", ""))
-            again = asked == "true" or (asked != "false" and self._utils.should_retry(status))
-            if status < 400 or not again or not left:
-                return status, raw, headers
+            asked = answer.headers.get("x-should-retry", "")
+            again = asked == "true" or (
+                asked != "false" and self._utils.should_retry(answer.status_code)
+            )
+            if answer.status_code < 400 or not again or not left:
+                return answer
             await asyncio.sleep(
-                self._utils.calculate_retry_after(
-                    left, self._retries, {k.lower(): v for k, v in headers.items()}
-                )
+                self._utils.calculate_retry_after(left, self._retries, answer.headers)
             )
         raise AssertionError("unreachable")  # the last try returns or raises
 
-    def _error(self, status: int, raw: bytes, headers: dict[str, str]) -> Exception:
+    def _error(self, answer: httpx.Response) -> Exception:
         """litellm's exception for an error answer (``BadRequestError``, ``RateLimitError``,
         ``ContextWindowExceededError``...), as ``acompletion`` would raise it."""
-        error = self._config.get_error_class(_error_text(raw), status, headers)
+        error = self._config.get_error_class(
+            _error_text(answer.content), answer.status_code, answer.headers
+        )
         mapping = importlib.import_module("litellm.litellm_core_utils.exception_mapping_utils")
         try:
             mapped = mapping.exception_type(
@@ -404,7 +401,7 @@ def _error_text(raw: bytes) -> str:
 
 
 def _unreached(error: BaseException, timeout: float) -> str:
-    if isinstance(error, TimeoutError):
+    if isinstance(error, httpx.TimeoutException):
         return f"no answer within {timeout:g} s"
     return f"could not reach the model server: {error}"
 
