@@ -240,7 +240,7 @@ class _Wire:
     litellm's cost map, as ``acompletion`` does. The request goes out here, on one httpx
     client for all calls, instead of through ``acompletion``'s setup, the OpenAI SDK's
     client, its executor hop and its logging: about 2 ms of CPU a call on this machine
-    instead of 8.5 (``python -m bench.ladder`` shows what that does to a turn).
+    instead of 8 (``python -m bench.ladder`` shows what that does to a turn).
 
     Retries follow litellm's (and the OpenAI SDK's) rule: a connection error, a timeout,
     408, 409, 429 and 5xx are tried again ``retries`` times, after the ``Retry-After`` the
