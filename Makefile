@@ -9,20 +9,28 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "chatgate needs Python 3.11 or newer; set PYTHON=python3.11")'
 	$(PYTHON) -m venv $(VENV)
 
+# The locks are installed by the pip pinned in requirements/pip.lock, not the one the venv came
+# with (see requirements/pip.in for why).
+$(VENV)/.pip: requirements/pip.lock | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements/pip.lock
+	@touch $@
+
 # Every dependency comes from a hashed lock (requirements/*.lock, made by `make lock`); the
 # project itself is installed on top without touching them.
-$(VENV)/.installed-run: pyproject.toml requirements/run.lock | $(BIN)/python
+$(VENV)/.installed-run: pyproject.toml requirements/run.lock $(VENV)/.pip
 	$(BIN)/pip install --quiet --require-hashes -r requirements/run.lock
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-$(VENV)/.installed-test: pyproject.toml requirements/test.lock | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml requirements/test.lock $(VENV)/.pip
 	$(BIN)/pip install --quiet --require-hashes -r requirements/test.lock
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@ $(VENV)/.installed-run
 
 ## lock: pin every dependency, with hashes, from pyproject.toml's ranges
 lock: $(VENV)/.installed-test
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links --output-file requirements/pip.lock requirements/pip.in
 	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
 		--no-emit-index-url --no-emit-find-links --build-deps-for=editable \
 		--extra test --output-file requirements/test.lock pyproject.toml

@@ -76,3 +76,29 @@ def test_neither_the_lock_nor_pyproject_can_select_a_compromised_or_vulnerable_r
             assert pins[package][0] not in bad, f"{lock.name} pins a compromised {package}"
         for package, floor in FLOORS.items():
             assert pins[package][0] >= floor, f"{lock.name} pins a vulnerable {package}"
+
+
+def test_the_locks_are_installed_by_the_locked_pip() -> None:
+    """Python 3.11's own pip (23.2) resolves an extra a locked package asks for
+    (litellm's httpx[http2]) to the newest release, past the pin, and then refuses the
+    lock in --require-hashes mode: every venv is upgraded from requirements/pip.lock first."""
+    wanted = Requirement(
+        next(
+            line
+            for line in (ROOT / "requirements" / "pip.in").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
+    )
+    pins = _pins(ROOT / "requirements" / "pip.lock")
+    assert set(pins) == {"pip"}, pins
+    version, hashes = pins["pip"]
+    assert hashes > 0 and wanted.specifier.contains(version)
+    assert version >= Version("25.3")
+    makefile = (ROOT / "Makefile").read_text()
+    stamp = re.search(r"^\$\(VENV\)/\.pip: requirements/pip\.lock.*\n\t(.+)$", makefile, re.M)
+    assert stamp and "--require-hashes -r requirements/pip.lock" in stamp.group(1)
+    for target in (".installed-run", ".installed-test"):
+        rule = re.search(rf"^\$\(VENV\)/{re.escape(target)}: (.+)$", makefile, re.M)
+        assert rule and "$(VENV)/.pip" in rule.group(1), f"{target} does not wait for the pip"
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert dockerfile.index("-r pip.lock") < dockerfile.index("-r run.lock")
