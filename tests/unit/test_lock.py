@@ -92,13 +92,16 @@ def test_the_locks_are_installed_by_the_locked_pip() -> None:
     pins = _pins(ROOT / "requirements" / "pip.lock")
     assert set(pins) == {"pip"}, pins
     version, hashes = pins["pip"]
-    assert hashes > 0 and wanted.specifier.contains(version)
+    assert hashes > 0
+    assert wanted.specifier.contains(version)
     assert version >= Version("25.3")
     makefile = (ROOT / "Makefile").read_text()
     stamp = re.search(r"^\$\(VENV\)/\.pip: requirements/pip\.lock.*\n\t(.+)$", makefile, re.M)
-    assert stamp and "--require-hashes -r requirements/pip.lock" in stamp.group(1)
+    assert stamp, "no $(VENV)/.pip rule in the Makefile"
+    assert "--require-hashes -r requirements/pip.lock" in stamp.group(1)
     for target in (".installed-run", ".installed-test"):
         rule = re.search(rf"^\$\(VENV\)/{re.escape(target)}: (.+)$", makefile, re.M)
-        assert rule and "$(VENV)/.pip" in rule.group(1), f"{target} does not wait for the pip"
+        assert rule, f"no {target} rule in the Makefile"
+        assert "$(VENV)/.pip" in rule.group(1), f"{target} does not wait for the pip"
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     assert dockerfile.index("-r pip.lock") < dockerfile.index("-r run.lock")
