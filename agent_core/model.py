@@ -45,6 +45,40 @@ class ModelReply:
     cost_usd: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """A server's whole answer to one request; header names are in lower case."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class HttpUnreachable(Exception):
+    """No answer came: the connection failed, or none came within the timeout."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class HttpPoster(Protocol):
+    """The HTTP client a model's calls share: one POST, the whole answer read.
+
+    The core names no HTTP library for it; the processes' bootstrap hands one in (the
+    gateway's and the workers' is aiohttp, ``workers.http_poster``). Whoever is given one
+    closes it."""
+
+    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
+        """Send ``body``; raise ``HttpUnreachable`` when no answer came (within the client's
+        timeout, the model's)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close its connections."""
+        ...
+
+
 class Model(Protocol):
     """A chat model. Implementations map their library's errors to ``ModelError``."""
 

@@ -4,10 +4,10 @@ With fallbacks configured, calls go through ``litellm.Router`` (that is what it 
 several deployments, cooldowns, fallback order). A single model on the OpenAI
 chat-completions wire (OpenAI itself, and the servers that speak it: vLLM, Ollama, LM
 Studio, a gateway) is called with litellm's own transformation for its provider (request,
-response, errors, price) over one shared HTTP client, see :class:`_Wire`. Any other single
-model goes to ``litellm.acompletion`` with its own ``num_retries``: the Router's bookkeeping
-measured about 2 ms of CPU per call more on this machine and buys nothing for one
-deployment.
+response, errors, price) over the HTTP client the process hands in, see :class:`_Wire`.
+Any other single model (or any model, when no client is handed in) goes to
+``litellm.acompletion`` with its own ``num_retries``: the Router's bookkeeping measured
+about 2 ms of CPU per call more on this machine and buys nothing for one deployment.
 
 litellm takes seconds to import, so nothing here imports it at module level: the first
 call (or :meth:`LiteLLMModel.warm_up`, which the gateway runs in the background once it is
@@ -29,7 +29,7 @@ import httpx
 import structlog
 
 from agent_core.errors import ModelError
-from agent_core.model import ChatMessage, ModelReply, ToolCallRequest
+from agent_core.model import ChatMessage, HttpPoster, HttpUnreachable, ModelReply, ToolCallRequest
 
 log = structlog.get_logger("chatgate.model")
 
@@ -88,7 +88,10 @@ class LiteLLMModel:
         timeout: float = 120.0,
         retries: int = 2,
         context_tokens: int | None = None,
+        http: HttpPoster | None = None,
     ) -> None:
+        """``http`` is the client for calls on the OpenAI wire (see :class:`_Wire`); the model
+        closes it in :meth:`aclose`."""
         self._model = model
         self._api_base = api_base
         self._api_key = api_key
@@ -96,6 +99,7 @@ class LiteLLMModel:
         self._timeout = timeout
         self._retries = retries
         self._context_tokens = context_tokens
+        self._http = http
         self._router: Any = None
         self._window = context_tokens or _DEFAULT_CONTEXT
         self._lock = asyncio.Lock()
@@ -121,10 +125,11 @@ class LiteLLMModel:
         if not self._context_tokens:
             self._window = _known_window(litellm, self._model)
         if not self._fallbacks:
-            if _Wire.serves(litellm, self._model, self._api_base):
+            if self._http is not None and _Wire.serves(litellm, self._model, self._api_base):
                 return _Wire(
                     litellm,
                     self._model,
+                    self._http,
                     api_base=self._api_base,
                     api_key=self._api_key,
                     timeout=self._timeout,
@@ -158,9 +163,9 @@ class LiteLLMModel:
         return params
 
     async def aclose(self) -> None:
-        """Close the HTTP client the calls share, if there is one."""
-        if isinstance(self._router, _Wire):
-            await self._router.aclose()
+        """Close the HTTP client the calls share, if one was handed in."""
+        if self._http is not None:
+            await self._http.aclose()
 
     def context_window(self) -> int:
         """The configured window, else litellm's figure for the model (looked up once, at
@@ -237,10 +242,11 @@ class _Wire:
     (``OpenAIGPTConfig``, or the o-series' or GPT-5's where the model is one): it maps the
     parameters, builds the URL, headers and body, turns the answer into litellm's
     ``ModelResponse`` and an error into litellm's exception for it, and prices the call from
-    litellm's cost map, as ``acompletion`` does. The request goes out here, on one httpx
-    client for all calls, instead of through ``acompletion``'s setup, the OpenAI SDK's
-    client, its executor hop and its logging: about 2 ms of CPU a call on this machine
-    instead of 8 (``python -m bench.ladder`` shows what that does to a turn).
+    litellm's cost map, as ``acompletion`` does. The request goes out here, on the
+    process's shared client (``HttpPoster``: aiohttp in the gateway and the workers),
+    instead of through ``acompletion``'s setup, the OpenAI SDK's client, its executor hop
+    and its logging: about 2 ms of CPU a call on this machine instead of 8
+    (``python -m bench.ladder`` shows what that does to a turn).
 
     Retries follow litellm's (and the OpenAI SDK's) rule: a connection error, a timeout,
     408, 409, 429 and 5xx are tried again ``retries`` times, after the ``Retry-After`` the
@@ -253,6 +259,7 @@ class _Wire:
         self,
         litellm: Any,
         model: str,
+        http: HttpPoster,
         *,
         api_base: str | None,
         api_key: str | None,
@@ -289,8 +296,7 @@ class _Wire:
         self._key = key
         self._timeout = timeout
         self._retries = retries
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._http = http
 
     @staticmethod
     def serves(litellm: Any, model: str, api_base: str | None) -> bool:
@@ -299,20 +305,6 @@ class _Wire:
             return bool(litellm.get_llm_provider(model, api_base=api_base)[1] == "openai")
         except Exception:
             return False
-
-    async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._client_loop is asyncio.get_running_loop():
-            await client.aclose()
-
-    def _http(self) -> httpx.AsyncClient:
-        """The client, made on the running loop (its connections belong to one loop). It
-        reads HTTPS_PROXY and the like, as the OpenAI SDK's client does."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop or self._client.is_closed:
-            self._client = httpx.AsyncClient(timeout=self._timeout)
-            self._client_loop = loop
-        return self._client
 
     async def acompletion(
         self, *, model: str, messages: list[dict[str, Any]], max_tokens: int, **extra: Any
@@ -326,12 +318,12 @@ class _Wire:
         )
         body = config.transform_request(self._name, messages, optional, {}, self._headers)
         payload = json.dumps(body).encode()
-        answer = await self._post(payload)
-        if answer.status_code >= 400:
-            raise self._error(answer)
+        status, headers, content = await self._post(payload)
+        if status >= 400:
+            raise self._error(status, headers, content)
         response = config.transform_response(
             self._name,
-            answer,
+            httpx.Response(status, headers=headers, content=content),
             self._litellm.ModelResponse(),
             _NO_LOGGING,
             body,
@@ -350,35 +342,31 @@ class _Wire:
         response._hidden_params["response_cost"] = cost
         return response
 
-    async def _post(self, payload: bytes) -> httpx.Response:
-        """The answer to the last try."""
-        client = self._http()
+    async def _post(self, payload: bytes) -> tuple[int, httpx.Headers, bytes]:
+        """The status, headers and body of the last try."""
         for attempt in range(self._retries + 1):
             left = self._retries - attempt
             try:
-                answer = await client.post(self._url, content=payload, headers=self._headers)
-            except httpx.TransportError as exc:  # timeouts included
+                answer = await self._http.post(self._url, payload, self._headers)
+            except HttpUnreachable as exc:
                 if not left:
-                    raise ModelError(f"{self._model}: {_unreached(exc, self._timeout)}") from exc
+                    raise ModelError(f"{self._model}: {exc}") from exc
                 await asyncio.sleep(self._utils.calculate_retry_after(left, self._retries))
                 continue
-            asked = answer.headers.get("x-should-retry", "")
+            headers = httpx.Headers(answer.headers)
+            asked = headers.get("x-should-retry", "")
             again = asked == "true" or (
-                asked != "false" and self._utils.should_retry(answer.status_code)
+                asked != "false" and self._utils.should_retry(answer.status)
             )
-            if answer.status_code < 400 or not again or not left:
-                return answer
-            await asyncio.sleep(
-                self._utils.calculate_retry_after(left, self._retries, answer.headers)
-            )
+            if answer.status < 400 or not again or not left:
+                return answer.status, headers, answer.body
+            await asyncio.sleep(self._utils.calculate_retry_after(left, self._retries, headers))
         raise AssertionError("unreachable")  # the last try returns or raises
 
-    def _error(self, answer: httpx.Response) -> Exception:
+    def _error(self, status: int, headers: httpx.Headers, content: bytes) -> Exception:
         """litellm's exception for an error answer (``BadRequestError``, ``RateLimitError``,
         ``ContextWindowExceededError``...), as ``acompletion`` would raise it."""
-        error = self._config.get_error_class(
-            _error_text(answer.content), answer.status_code, answer.headers
-        )
+        error = self._config.get_error_class(_error_text(content), status, headers)
         mapping = importlib.import_module("litellm.litellm_core_utils.exception_mapping_utils")
         try:
             mapped = mapping.exception_type(
@@ -398,12 +386,6 @@ def _error_text(raw: bytes) -> str:
     except (ValueError, KeyError, TypeError):
         return text
     return found if isinstance(found, str) else text
-
-
-def _unreached(error: BaseException, timeout: float) -> str:
-    if isinstance(error, httpx.TimeoutException):
-        return f"no answer within {timeout:g} s"
-    return f"could not reach the model server: {error}"
 
 
 class _NoLogging:

@@ -64,6 +64,7 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
     if not settings.model:
         return None
     from agent_core.model_litellm import LiteLLMModel
+    from workers.http_poster import AiohttpPoster
 
     return LiteLLMModel(
         name or settings.model,
@@ -73,6 +74,7 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
         timeout=settings.model_timeout,
         retries=settings.model_retries,
         context_tokens=settings.model_context_tokens,
+        http=AiohttpPoster(timeout=settings.model_timeout),
     )
 
 

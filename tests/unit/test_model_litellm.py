@@ -1,20 +1,23 @@
 """The litellm model port: what it learns at warm-up, off the event loop, and its two ways
-to a single model (litellm's provider config over one session, and ``acompletion``), which
-must send and return the same."""
+to a single model (litellm's provider config over the aiohttp client the processes hand
+in, and ``acompletion``), which must send and return the same."""
 
 from __future__ import annotations
 
 import importlib
 import math
 import re
+import socket
+from typing import Any
 
 import pytest
 
 from agent_core import model_litellm
 from agent_core.errors import ModelError
-from agent_core.model import ChatMessage, ModelReply, ToolCallRequest
+from agent_core.model import ChatMessage, HttpAnswer, ModelReply, ToolCallRequest
 from agent_core.model_litellm import LiteLLMModel
 from tests.fakes.model_server import FakeModelServer, Scripted
+from workers.http_poster import AiohttpPoster
 
 
 async def test_the_window_is_looked_up_once_at_warm_up() -> None:
@@ -40,8 +43,9 @@ def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     return str(request.param)
 
 
-async def _built(way: str, **kwargs: object) -> LiteLLMModel:
-    model = LiteLLMModel("openai/gpt-4o-mini", **kwargs)  # type: ignore[arg-type]
+async def _built(way: str, *, timeout: float = 120.0, **kwargs: object) -> LiteLLMModel:
+    http = AiohttpPoster(timeout=timeout)
+    model = LiteLLMModel("openai/gpt-4o-mini", http=http, timeout=timeout, **kwargs)  # type: ignore[arg-type]
     await model.warm_up()
     assert isinstance(model._router, model_litellm._Wire) == (way == "wire")
     return model
@@ -154,6 +158,38 @@ async def test_a_server_that_does_not_answer_in_time_is_tried_again_then_an_erro
     finally:
         await model.aclose()
     assert len(model_server.requests) == 2
+
+
+async def test_a_server_that_refuses_the_connection_is_an_error_after_the_retries(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as spare:  # a port nobody listens on
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    tries = 0
+    post = AiohttpPoster.post
+
+    async def counted(self: AiohttpPoster, *args: Any) -> HttpAnswer:
+        nonlocal tries
+        tries += 1
+        return await post(self, *args)
+
+    monkeypatch.setattr(AiohttpPoster, "post", counted)
+    monkeypatch.setattr("litellm.utils.calculate_retry_after", lambda *_args: 0.01)
+    model = await _built(way, api_base=f"http://127.0.0.1:{port}/v1", api_key="sk", retries=2)
+    try:
+        with pytest.raises(ModelError, match="gpt-4o-mini"):
+            await model.complete([ChatMessage(role="user", content="hi")], max_tokens=8)
+    finally:
+        await model.aclose()
+    assert tries == (3 if way == "wire" else 0)
+
+
+async def test_without_an_http_client_every_model_goes_through_acompletion() -> None:
+    model = LiteLLMModel("openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1")
+    await model.warm_up()
+    assert isinstance(model._router, model_litellm._Direct)
+    await model.aclose()
 
 
 def _served_usage(body: dict[str, object], text: str) -> tuple[int, int]:
