@@ -124,7 +124,7 @@ async def test_the_wal_is_checkpointed_off_the_loop_and_stays_short(
     does, every so many commits, so that under a steady stream of writes the WAL is started
     over instead of growing with every one of them."""
     wal = tmp_path / "runner.db-wal"
-    rounds = 8
+    rounds = 16
     sizes = []
     for index in range(rounds * CHECKPOINT_EVERY):
         await database.write(_insert, f"item {index}")
@@ -132,4 +132,7 @@ async def test_the_wal_is_checkpointed_off_the_loop_and_stays_short(
     # The file is reused from its beginning, never shrunk: its size is the most the WAL held.
     # What one round of commits adds, measured before the first checkpoint:
     per_round = sizes[CHECKPOINT_EVERY - 1]
-    assert max(sizes) < 3 * per_round, (max(sizes), per_round)
+    # Bounded: a round's commits plus those made while a checkpoint ran (1.5 to 4.5 rounds'
+    # worth here, as a checkpoint takes 10 to 150 ms), where a WAL never started over holds
+    # them all (16 rounds' worth).
+    assert max(sizes) < rounds / 2 * per_round, (max(sizes), per_round)
