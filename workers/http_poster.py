@@ -7,32 +7,49 @@ import asyncio
 from collections.abc import Mapping
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from agent_core.model import HttpAnswer, HttpUnreachable
 
 
 class AiohttpPoster:
     """One ``aiohttp.ClientSession`` for every call, made on the running loop (a session and
-    its connections belong to one loop: a worker's forked child makes its own). It reads
-    ``HTTPS_PROXY`` and the like, as the OpenAI SDK's client does."""
+    its connections belong to one loop: a worker's forked child makes its own).
+
+    ``HTTPS_PROXY``, ``NO_PROXY`` and the like apply, as in the OpenAI SDK's client, read
+    once per URL when it is first called: aiohttp's ``trust_env`` reads the whole
+    environment and ``~/.netrc`` again on every request (about 0.5 ms of a turn here)."""
 
     def __init__(self, *, timeout: float) -> None:
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._proxies: dict[str, tuple[URL | None, aiohttp.BasicAuth | None]] = {}
 
     def _http(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop or self._session.closed:
             self._session = aiohttp.ClientSession(
-                trust_env=True, timeout=aiohttp.ClientTimeout(total=self._timeout)
+                timeout=aiohttp.ClientTimeout(total=self._timeout)
             )
             self._loop = loop
         return self._session
 
+    def _proxy(self, url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+        if url not in self._proxies:
+            try:
+                self._proxies[url] = get_env_proxy_for_url(URL(url))
+            except LookupError:  # none set, or NO_PROXY names the host
+                self._proxies[url] = (None, None)
+        return self._proxies[url]
+
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
+        proxy, proxy_auth = self._proxy(url)
         try:
-            async with self._http().post(url, data=body, headers=dict(headers)) as got:
+            async with self._http().post(
+                url, data=body, headers=dict(headers), proxy=proxy, proxy_auth=proxy_auth
+            ) as got:
                 content = await got.read()
                 named = {name.lower(): value for name, value in got.headers.items()}
                 return HttpAnswer(got.status, named, content)

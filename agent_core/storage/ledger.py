@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import bindparam, func, insert, or_, select, true, update
+from sqlalchemy import bindparam, exists, func, insert, or_, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
@@ -96,6 +96,14 @@ _RELEASE = (
         conversations.c.lease_owner == bindparam("b_owner"),
     )
     .values(lease_owner=None, lease_expires_at=None)
+)
+# The same, only when the conversation has no open turn left for this lane.
+_RELEASE_IF_IDLE = _RELEASE.where(
+    ~exists().where(
+        turns.c.conversation_id == bindparam("b_id"),
+        turns.c.status.in_(journal.OPEN),
+        turns.c.lane == "inline",
+    )
 )
 _HISTORY_FROM = (
     select(func.coalesce(conversations.c.history_from, 0))
@@ -279,10 +287,19 @@ def claim_and_begin(
 ) -> tuple[bool, TurnRecord | None]:
     if not claim(conn, conversation_id, owner=owner, ttl=ttl):
         return False, None
-    return True, next_or_release(conn, conversation_id, owner=owner)
+    # A claim follows a new message, so there is nearly always a turn to start.
+    turn = journal.begin_next(conn, conversation_id)
+    if turn is None:
+        release(conn, conversation_id, owner=owner)
+    return True, turn
 
 
 def next_or_release(conn: Connection, conversation_id: str, *, owner: str) -> TurnRecord | None:
+    """After a turn: most often it was the conversation's last open one, so give the lease
+    up in one statement that checks there is none left; only when there is one (or the
+    lease is no longer ours, and the release changed nothing) look for it."""
+    if conn.execute(_RELEASE_IF_IDLE, {"b_id": conversation_id, "b_owner": owner}).rowcount:
+        return None
     turn = journal.begin_next(conn, conversation_id)
     if turn is None:
         release(conn, conversation_id, owner=owner)
