@@ -14,7 +14,6 @@ runs it off or on the event loop, whichever is cheaper for the backend:
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from agent_core.errors import StorageError
 from agent_core.hardening import private_file
-from agent_core.storage.sqlite_runner import READ_ONLY, SQLiteRunner
+from agent_core.storage.sqlite_runner import SQLiteRunner
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -74,7 +73,7 @@ def _sqlite_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Take transaction control from the driver so the BEGIN below is ours.
+        # Take transaction control from the driver: the runner says BEGIN itself.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
@@ -82,24 +81,6 @@ def _sqlite_engine(url: str) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        # Writers take the lock up front, so a read-then-write transaction waits on
-        # busy_timeout instead of failing with "database is locked" when it upgrades.
-        # Straight on the driver's connection (exec_driver_sql builds an execution context
-        # for it: 27 us of the 69 a transaction costs here, five times a turn), with the
-        # driver's error wrapped as SQLAlchemy would (the runner reads OperationalError's
-        # busy code).
-        statement = (
-            "BEGIN" if conn.get_execution_options().get(READ_ONLY, False) else "BEGIN IMMEDIATE"
-        )
-        raw = conn.connection.dbapi_connection
-        assert raw is not None
-        try:
-            raw.execute(statement)
-        except sqlite3.Error as exc:
-            raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
 
     return engine
 

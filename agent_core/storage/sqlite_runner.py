@@ -26,19 +26,17 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 T = TypeVar("T")
 
-READ_ONLY = "chatgate_read_only"
-"""The execution option that makes the connection's ``begin`` a plain (deferred) ``BEGIN``."""
 CHECKPOINT_EVERY = 500
 RESTART_WAIT_MS = 200
 """How long a checkpoint may hold off writers while it waits for readers to leave the WAL."""
@@ -135,9 +133,8 @@ class SQLiteRunner:
     ) -> tuple[bool, T]:
         """(True, result), or (False, None) when the database was busy: then the
         transaction was rolled back (or never began) and nothing of it happened."""
-        conn.execution_options(**{READ_ONLY: read_only})
         try:
-            with conn.begin():
+            with _transaction(conn, read_only=read_only):
                 return True, fn(conn, *args, **kwargs)
         except BaseException as exc:
             if conn.invalidated or conn.in_transaction():
@@ -154,13 +151,11 @@ class SQLiteRunner:
 
     # -- on the thread ---------------------------------------------------------------------
 
-    def _connection(self, *, read_only: bool) -> Connection:
+    def _connection(self) -> Connection:
         conn = self._conn
         if conn is None or conn.closed or conn.invalidated:
             self._drop()
             conn = self._conn = self._engine.connect()
-        # Read by the engine's ``begin`` listener: BEGIN, or BEGIN IMMEDIATE for a write.
-        conn.execution_options(**{READ_ONLY: read_only})
         return conn
 
     def _drop(self) -> None:
@@ -187,7 +182,7 @@ class SQLiteRunner:
         for the readers still on the WAL, within ``RESTART_WAIT_MS``; writes that find the
         lock taken meanwhile queue on this thread as for any other writer."""
         with contextlib.suppress(Exception):
-            raw = self._connection(read_only=True).connection.dbapi_connection
+            raw = self._connection().connection.dbapi_connection
             assert raw is not None
             raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
             (patience,) = raw.execute("PRAGMA busy_timeout").fetchone()
@@ -198,9 +193,9 @@ class SQLiteRunner:
                 raw.execute(f"PRAGMA busy_timeout={int(patience)}")
 
     def _read(self, fn: Callable[..., T], args: Any, kwargs: Any) -> T:
-        conn = self._connection(read_only=True)
+        conn = self._connection()
         try:
-            with conn.begin():
+            with _transaction(conn, read_only=True):
                 return fn(conn, *args, **kwargs)
         except BaseException:
             self._settled(conn)
@@ -229,8 +224,8 @@ class SQLiteRunner:
         outcomes: list[tuple[bool, Any]] = []
         conn: Connection | None = None
         try:
-            conn = self._connection(read_only=False)
-            with conn.begin():
+            conn = self._connection()
+            with _transaction(conn, read_only=False):
                 if len(batch) == 1:
                     write = batch[0]
                     outcomes.append((True, write.fn(conn, *write.args, **write.kwargs)))
@@ -253,6 +248,29 @@ class SQLiteRunner:
             done = outcomes + [(True, None)] * (len(batch) - len(outcomes))
             return [outcome if not outcome[0] else (False, exc) for outcome in done]
         return outcomes
+
+
+@contextlib.contextmanager
+def _transaction(conn: Connection, *, read_only: bool) -> Iterator[None]:
+    """SQLAlchemy's transaction, begun with SQLite's own ``BEGIN``: ``IMMEDIATE`` for a
+    write, so that it takes the write lock up front and a read-then-write transaction waits
+    for it (on the loop's connection: fails at once, and goes to the thread) instead of
+    failing with "database is locked" when it upgrades.
+
+    Said here, on the driver's connection, not by a ``begin`` listener on the engine: any
+    listener makes SQLAlchemy dispatch its statement events on every execute (about a
+    tenth of a statement's cost here), and ``exec_driver_sql`` builds an execution context
+    for the BEGIN. A driver's error is wrapped as SQLAlchemy wraps it (``_busy`` reads
+    ``OperationalError``'s code)."""
+    with conn.begin():
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        statement = "BEGIN" if read_only else "BEGIN IMMEDIATE"
+        try:
+            raw.execute(statement)
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
+        yield
 
 
 def _discard(conn: Connection) -> None:
