@@ -34,40 +34,42 @@ async def proxy() -> AsyncIterator[tuple[str, list[str]]]:
         await runner.cleanup()
 
 
-async def test_the_proxy_the_environment_names_is_used_and_read_once(
+@pytest.fixture
+async def poster(
     proxy: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    address, seen = proxy
+) -> AsyncIterator[AiohttpPoster]:
+    """A client with HTTP_PROXY naming the proxy, and no NO_PROXY (a test may set one)."""
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", address)
-    poster = AiohttpPoster(timeout=5)
-    url = "http://model.invalid/v1/chat/completions"
-    try:
-        answer = await poster.post(url, b'{"q": 1}', {"Content-Type": "application/json"})
-        assert answer.status == 200
-        assert answer.headers["x-should-retry"] == "no"  # names in lower case
-        assert answer.body == b'{"answered": "by the proxy"}'
-        assert seen == [f'POST {url} {{"q": 1}}']
-        # Read when the URL was first called: a later change needs a new client.
-        monkeypatch.setenv("NO_PROXY", "model.invalid")
-        await poster.post(url, b"{}", {})
-        assert len(seen) == 2
-    finally:
-        await poster.aclose()
+    monkeypatch.setenv("HTTP_PROXY", proxy[0])
+    client = AiohttpPoster(timeout=5)
+    yield client
+    await client.aclose()
+
+
+URL = "http://model.invalid/v1/chat/completions"
+
+
+async def test_the_proxy_the_environment_names_is_used_and_read_once(
+    poster: AiohttpPoster, proxy: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = proxy[1]
+    answer = await poster.post(URL, b'{"q": 1}', {"Content-Type": "application/json"})
+    assert answer.status == 200
+    assert answer.headers["x-should-retry"] == "no"  # names in lower case
+    assert answer.body == b'{"answered": "by the proxy"}'
+    assert seen == [f'POST {URL} {{"q": 1}}']
+    # Read when the URL was first called: a later change needs a new client.
+    monkeypatch.setenv("NO_PROXY", "model.invalid")
+    await poster.post(URL, b"{}", {})
+    assert len(seen) == 2
 
 
 async def test_no_proxy_sends_it_straight_and_no_answer_is_unreachable(
-    proxy: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+    poster: AiohttpPoster, proxy: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    address, seen = proxy
-    monkeypatch.setenv("HTTP_PROXY", address)
     monkeypatch.setenv("NO_PROXY", "model.invalid")
-    poster = AiohttpPoster(timeout=5)
-    try:
-        with pytest.raises(HttpUnreachable, match="could not reach") as raised:
-            await poster.post("http://model.invalid/v1/chat/completions", b"{}", {})
-        assert not raised.value.timed_out
-        assert seen == []
-    finally:
-        await poster.aclose()
+    with pytest.raises(HttpUnreachable, match="could not reach") as raised:
+        await poster.post(URL, b"{}", {})
+    assert not raised.value.timed_out
+    assert proxy[1] == []
