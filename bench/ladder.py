@@ -35,7 +35,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.measure import cpu_and_peak, rss
+from bench.measure import cpu_and_peak, cpu_of_command, rss
 from bench.scale import _admin
 from bench.slack import baseline, wait_ready
 from tests.fakes.gateway import GatewayProcess
@@ -69,6 +69,8 @@ class Step:
     p99: float
     cpu_per_mention: float
     rss: int
+    # The database server's CPU per mention (all its processes), where it has one.
+    server_cpu_per_mention: float | None = None
 
     @property
     def sustained(self) -> bool:
@@ -125,7 +127,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def _step(
-    session: aiohttp.ClientSession, url: str, slack: FakeSlack, pid: int, rate: int, first: int
+    session: aiohttp.ClientSession,
+    url: str,
+    slack: FakeSlack,
+    pid: int,
+    rate: int,
+    first: int,
+    *,
+    server: str | None = None,
 ) -> Step:
     count = int(rate * STEP_SECONDS)
     bodies = [_mention(first + i) for i in range(count)]
@@ -133,6 +142,7 @@ async def _step(
     loop = asyncio.get_running_loop()
     start = loop.time() + 0.2
     cpu_before, _ = cpu_and_peak(pid)
+    server_before = cpu_of_command(server) if server else 0.0
     refused = 0
 
     async def one(i: int) -> None:
@@ -158,6 +168,7 @@ async def _step(
             break
         await asyncio.sleep(0.05)
     cpu_after, _ = cpu_and_peak(pid)
+    server_after = cpu_of_command(server) if server else 0.0
     latencies = [at - sent_at[i] for i, at in replies.items() if i in sent_at]
     window_end = start + STEP_SECONDS + 1.0  # loop.time() is time.monotonic()
     return Step(
@@ -170,6 +181,7 @@ async def _step(
         p99=_percentile(latencies, 0.99),
         cpu_per_mention=(cpu_after - cpu_before) / count,
         rss=rss(pid),
+        server_cpu_per_mention=(server_after - server_before) / count if server else None,
     )
 
 
@@ -182,7 +194,7 @@ def _replies(slack: FakeSlack, first: int, count: int) -> dict[int, float]:
     return found
 
 
-async def _climb(url: str, slack: FakeSlack, pid: int) -> list[Step]:
+async def _climb(url: str, slack: FakeSlack, pid: int, *, server: str | None = None) -> list[Step]:
     steps: list[Step] = []
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -190,7 +202,7 @@ async def _climb(url: str, slack: FakeSlack, pid: int) -> list[Step]:
         await _step(session, url, slack, pid, 5, 10_000_000)  # warm up: 40 mentions
         misses = 0
         for rate in RATES:
-            step = await _step(session, url, slack, pid, rate, first)
+            step = await _step(session, url, slack, pid, rate, first, server=server)
             first += step.sent
             steps.append(step)
             misses = 0 if step.sustained else misses + 1
@@ -244,7 +256,8 @@ def _ladder(server: str, postgres: str) -> Ladder:
             try:
                 database = postgres.rsplit("/", 1)[0] + f"/{name}"
                 with _chatgate(model, slack, database, Path(workdir)) as (url, pid, ready):
-                    return Ladder(ready, asyncio.run(_climb(url, slack, pid)))
+                    steps = asyncio.run(_climb(url, slack, pid, server="postgres"))
+                    return Ladder(ready, steps)
             finally:
                 asyncio.run(_admin(postgres, f'DROP DATABASE "{name}" WITH (FORCE)'))
 
@@ -259,6 +272,11 @@ def _summary(ladders: list[Ladder]) -> dict[str, Any]:
         "p99": statistics.median(s.p99 for s in common) if common else float("nan"),
         "rss": statistics.median(s.rss for s in common) if common else 0,
         "ready": statistics.median(ladder.ready_seconds for ladder in ladders),
+        "server": statistics.median(
+            s.server_cpu_per_mention for s in common if s.server_cpu_per_mention is not None
+        )
+        if any(s.server_cpu_per_mention is not None for s in common)
+        else None,
     }
 
 
@@ -304,6 +322,12 @@ def bench_ladder(postgres: str, *, rounds: int = ROUNDS) -> None:
             f" {figures['p99'] / base['p99']:>8.2f}x {figures['rss'] / base['rss']:>8.2f}x"
             f" {figures['ready'] / base['ready']:>6.2f}x"
         )
+        if figures["server"] is not None:
+            server, own = figures["server"], figures["cpu"]
+            print(
+                f"  {'':9} + the database server's CPU {server * 1000:.2f} ms a mention:"
+                f" {(own + server) * 1000:.2f} ms in all ({(own + server) / base['cpu']:.2f}x)"
+            )
 
 
 if __name__ == "__main__":
