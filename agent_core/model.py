@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias
 
 ChatRole: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+TextSoFar: TypeAlias = Callable[[str], None]
+"""Told the reply's text so far each time it grows, while the model writes it. Called on
+the event loop for every piece the model sends: it must be quick (note the text, wake a
+task)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,9 +74,21 @@ class HttpPoster(Protocol):
     gateway's and the workers' is aiohttp, ``workers.http_poster``). Whoever is given one
     closes it."""
 
-    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        lines: Callable[[bytes], None] | None = None,
+    ) -> HttpAnswer:
         """Send ``body``; raise ``HttpUnreachable`` when no answer came (within the client's
-        timeout, the model's)."""
+        timeout, the model's).
+
+        With ``lines``, a successful (2xx) answer is read line by line as it arrives, each
+        line (without its end) handed to ``lines``, and the answer's ``body`` is empty: a
+        streamed answer (server-sent events). An answer that breaks off midway is
+        ``HttpUnreachable`` too."""
         ...
 
     async def aclose(self) -> None:
@@ -109,9 +126,13 @@ class Model(Protocol):
         *,
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] = (),
+        on_text: TextSoFar | None = None,
     ) -> ModelReply:
         """Send the messages (and the tools' specs) and return the reply.
 
-        Raise ``ModelError`` when every try, fallbacks included, failed.
+        With ``on_text`` the model streams its answer and tells ``on_text`` the text so far
+        as it grows (a try that fails and is retried starts it over); the reply returned
+        is the same as without. Raise ``ModelError`` when every try, fallbacks included,
+        failed.
         """
         ...

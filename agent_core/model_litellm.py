@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -29,7 +30,15 @@ import httpx
 import structlog
 
 from agent_core.errors import ModelError
-from agent_core.model import ChatMessage, HttpPoster, HttpUnreachable, ModelReply, ToolCallRequest
+from agent_core.model import (
+    ChatMessage,
+    HttpPoster,
+    HttpUnreachable,
+    ModelReply,
+    TextSoFar,
+    ToolCallRequest,
+)
+from agent_core.streamed_completion import StreamBroken, StreamedCompletion
 
 log = structlog.get_logger("chatgate.model")
 
@@ -186,12 +195,19 @@ class LiteLLMModel:
         *,
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] = (),
+        on_text: TextSoFar | None = None,
     ) -> ModelReply:
-        """One completion through the router (retries and fallbacks included)."""
+        """One completion through the router (retries and fallbacks included), streamed
+        when ``on_text`` is given."""
         await self.warm_up()
         extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        if on_text is not None:
+            extra["on_text"] = on_text
         with _mapped_errors(self._model):
-            response = await self._router.acompletion(
+            read = self._router.acompletion
+            if on_text is not None and not isinstance(self._router, _Wire):
+                read = functools.partial(_read_stream, self._router, retries=self._retries)
+            response = await read(
                 model=_PRIMARY,
                 messages=[_wire(m) for m in messages],
                 max_tokens=max_tokens,
@@ -307,18 +323,25 @@ class _Wire:
             return False
 
     async def acompletion(
-        self, *, model: str, messages: list[dict[str, Any]], max_tokens: int, **extra: Any
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+        on_text: TextSoFar | None = None,
+        **extra: Any,
     ) -> Any:
         config = self._config
         # As acompletion does first (it drops the None fields, as in a tool-calling turn's
         # ``content``, which some OpenAI-compatible servers refuse).
         messages = self._utils.validate_and_fix_openai_messages(messages)
-        optional = config.map_openai_params(
-            {"max_tokens": max_tokens, **extra}, {}, self._name, drop_params=False
-        )
+        asked = {"max_tokens": max_tokens, **extra}
+        if on_text is not None:
+            asked |= {"stream": True, "stream_options": {"include_usage": True}}
+        optional = config.map_openai_params(asked, {}, self._name, drop_params=False)
         body = config.transform_request(self._name, messages, optional, {}, self._headers)
         payload = json.dumps(body).encode()
-        status, headers, content = await self._post(payload)
+        status, headers, content = await self._post(payload, on_text, messages)
         if status >= 400:
             raise self._error(status, headers, content)
         response = config.transform_response(
@@ -342,12 +365,25 @@ class _Wire:
         response._hidden_params["response_cost"] = cost
         return response
 
-    async def _post(self, payload: bytes) -> tuple[int, httpx.Headers, bytes]:
-        """The status, headers and body of the last try."""
+    async def _post(
+        self, payload: bytes, on_text: TextSoFar | None, messages: list[dict[str, Any]]
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """The status, headers and body of the last try. A streamed answer (``on_text``) is
+        read as it comes and its body put together as the unstreamed answer would be."""
         for attempt in range(self._retries + 1):
             left = self._retries - attempt
+            reading = StreamedCompletion(on_text) if on_text is not None else None
             try:
-                answer = await self._http.post(self._url, payload, self._headers)
+                answer = await self._http.post(
+                    self._url,
+                    payload,
+                    self._headers,
+                    lines=reading.feed if reading is not None else None,
+                )
+                if reading is not None and answer.status < 300 and not reading.done:
+                    raise HttpUnreachable("the model's stream ended before [DONE]")
+            except StreamBroken as exc:
+                raise ModelError(f"{self._model}: {exc}") from exc
             except HttpUnreachable as exc:
                 if not left:
                     raise ModelError(f"{self._model}: {exc}") from exc
@@ -359,9 +395,18 @@ class _Wire:
                 asked != "false" and self._utils.should_retry(answer.status)
             )
             if answer.status < 400 or not again or not left:
+                if reading is not None and answer.status < 300:
+                    whole = reading.completion(functools.partial(self._count, messages))
+                    return answer.status, headers, json.dumps(whole).encode()
                 return answer.status, headers, answer.body
             await asyncio.sleep(self._utils.calculate_retry_after(left, self._retries, headers))
         raise AssertionError("unreachable")  # the last try returns or raises
+
+    def _count(self, messages: list[dict[str, Any]], text: str) -> tuple[int, int]:
+        """litellm's count of a call's tokens, for a stream that came without its usage
+        (as ``stream_chunk_builder`` counts them)."""
+        counter = self._litellm.token_counter
+        return counter(model=self._name, messages=messages), counter(model=self._name, text=text)
 
     def _error(self, status: int, headers: httpx.Headers, content: bytes) -> Exception:
         """litellm's exception for an error answer (``BadRequestError``, ``RateLimitError``,
@@ -375,6 +420,60 @@ class _Wire:
         except Exception as raised:
             return raised
         return mapped if isinstance(mapped, Exception) else error
+
+
+async def _read_stream(
+    backend: Any,
+    *,
+    retries: int,
+    model: str,
+    messages: list[dict[str, Any]],
+    on_text: TextSoFar,
+    **kwargs: Any,
+) -> Any:
+    """A streamed ``acompletion`` (the Router's, or one model's): each piece of text told to
+    ``on_text`` as it comes, then the chunks put together by litellm's
+    ``stream_chunk_builder`` (which counts the tokens when the provider sent no usage) and
+    priced from its cost map, as the unstreamed call is."""
+    litellm = _litellm()
+    utils = importlib.import_module("litellm.utils")
+    for attempt in range(retries + 1):
+        # litellm retries the call that opens the stream; one that breaks off midway is
+        # made again here, as the wire's is.
+        stream = await backend.acompletion(
+            model=model,
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            **kwargs,
+        )
+        chunks: list[Any] = []
+        text = ""
+        try:
+            async for chunk in stream:
+                chunks.append(chunk)
+                choices = getattr(chunk, "choices", None) or ()
+                delta = getattr(choices[0], "delta", None) if choices else None
+                if piece := getattr(delta, "content", None):
+                    text += piece
+                    on_text(text)
+        except Exception:
+            left = retries - attempt
+            if not left:
+                raise
+            log.warning("the model's stream broke off; asking again", tries_left=left)
+            await asyncio.sleep(utils.calculate_retry_after(left, retries))
+            continue
+        break
+    response = litellm.stream_chunk_builder(chunks, messages=messages)
+    if response is None:
+        raise ModelError("the model's stream was empty")
+    try:
+        cost = litellm.completion_cost(completion_response=response)
+    except Exception:  # a model litellm has no price for
+        cost = 0.0
+    response._hidden_params["response_cost"] = cost
+    return response
 
 
 def _error_text(raw: bytes) -> str:

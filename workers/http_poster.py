@@ -4,7 +4,7 @@ already (``agent_core.model.HttpPoster`` is the port)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
@@ -44,15 +44,31 @@ class AiohttpPoster:
                 self._proxies[url] = (None, None)
         return self._proxies[url]
 
-    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
+    async def post(
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        lines: Callable[[bytes], None] | None = None,
+    ) -> HttpAnswer:
         proxy, proxy_auth = self._proxy(url)
         try:
             async with self._http().post(
                 url, data=body, headers=dict(headers), proxy=proxy, proxy_auth=proxy_auth
             ) as got:
-                content = await got.read()
                 named = {name.lower(): value for name, value in got.headers.items()}
-                return HttpAnswer(got.status, named, content)
+                if lines is None or not 200 <= got.status < 300:
+                    return HttpAnswer(got.status, named, await got.read())
+                # Split here rather than with readline(), which refuses a line over 128 KiB.
+                rest = b""
+                async for data in got.content.iter_any():
+                    *whole, rest = (rest + data).split(b"\n")
+                    for line in whole:
+                        lines(line.rstrip(b"\r"))
+                if rest:
+                    lines(rest.rstrip(b"\r"))
+                return HttpAnswer(got.status, named, b"")
         except TimeoutError as exc:  # aiohttp's own timeouts are TimeoutErrors too
             raise HttpUnreachable(f"no answer within {self._timeout:g} s", timed_out=True) from exc
         except aiohttp.ClientError as exc:

@@ -36,6 +36,12 @@ class Scripted:
     delay: float = 0.0
     # When set, the answer waits until the gate opens (or the server stops).
     gate: threading.Event | None = None
+    # Streamed answers: seconds between chunks, whether the last chunk carries the usage
+    # (as with ``stream_options.include_usage``), and a stream cut off (the connection
+    # closed, no ``[DONE]``) after this many chunks.
+    chunk_delay: float = 0.0
+    stream_usage: bool = True
+    cut_after: int | None = None
 
 
 class FakeModelServer(LoopbackServer):
@@ -56,6 +62,7 @@ class FakeModelServer(LoopbackServer):
         # For tests with many conversations at once, where a shared script has no order.
         self.respond: Callable[[dict[str, Any]], Scripted | None] | None = None
         self.in_flight = 0
+        self.chunks_sent = 0  # of streamed answers, all told
         self.max_in_flight = 0
         self.barrier: tuple[int, float] | None = None
         self._arrived = threading.Condition()
@@ -168,8 +175,17 @@ class FakeModelServer(LoopbackServer):
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for chunk in _chunks(body, answer):
+        for index, chunk in enumerate(_chunks(body, answer)):
+            if index == answer.cut_after:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            if index and answer.chunk_delay:
+                await asyncio.sleep(answer.chunk_delay)
+            if not answer.stream_usage:
+                chunk.pop("usage", None)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.chunks_sent += 1
         await response.write(b"data: [DONE]\n\n")
         return response
 

@@ -5,6 +5,7 @@ in, and ``acompletion``), which must send and return the same."""
 from __future__ import annotations
 
 import importlib
+import itertools
 import math
 import re
 import socket
@@ -169,10 +170,10 @@ async def test_a_server_that_refuses_the_connection_is_an_error_after_the_retrie
     tries = 0
     post = AiohttpPoster.post
 
-    async def counted(self: AiohttpPoster, *args: Any) -> HttpAnswer:
+    async def counted(self: AiohttpPoster, *args: Any, **kwargs: Any) -> HttpAnswer:
         nonlocal tries
         tries += 1
-        return await post(self, *args)
+        return await post(self, *args, **kwargs)
 
     monkeypatch.setattr(AiohttpPoster, "post", counted)
     monkeypatch.setattr("litellm.utils.calculate_retry_after", lambda *_args: 0.01)
@@ -196,3 +197,62 @@ def _served_usage(body: dict[str, object], text: str) -> tuple[int, int]:
     messages = body["messages"]
     assert isinstance(messages, list)
     return sum(len(str(m.get("content", ""))) // 4 + 1 for m in messages), len(text) // 4 + 1
+
+
+async def test_a_streamed_call_tells_the_text_as_it_grows_and_returns_what_an_unstreamed_one_does(
+    model_server: FakeModelServer, way: str
+) -> None:
+    """Streamed through the real litellm, each way: the body asks for a stream with its
+    usage, ``on_text`` hears every longer prefix of the answer, and the reply (text, tool
+    calls, tokens, cost) is the one the same answer gives unstreamed."""
+    model = await _built(way, api_base=model_server.base_url, api_key="sk-test")
+    answer = "A gateway is a way in: it takes messages from chats and hands them on."
+    asked = {"id": "call_9", "type": "function", "function": {"name": "look", "arguments": "{}"}}
+    model_server.script(answer, answer, Scripted(text="checking", tool_calls=[asked]))
+    prompt = [ChatMessage(role="user", content="what is a gateway?")]
+    heard: list[str] = []
+    try:
+        plain = await model.complete(prompt, max_tokens=64)
+        streamed = await model.complete(prompt, max_tokens=64, on_text=heard.append)
+        calling = await model.complete(prompt, max_tokens=64, on_text=lambda _text: None)
+    finally:
+        await model.aclose()
+    assert model_server.requests[1]["stream"] is True
+    assert model_server.requests[1]["stream_options"] == {"include_usage": True}
+    assert "stream" not in model_server.requests[0]
+    assert streamed == plain
+    assert len(heard) == len(answer) // 8 + 1
+    assert heard[-1] == answer
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(heard))
+    assert calling.text == "checking"
+    assert calling.tool_calls == (ToolCallRequest(id="call_9", name="look", arguments="{}"),)
+
+
+async def test_a_stream_without_usage_is_counted_and_one_cut_off_is_tried_again(
+    model_server: FakeModelServer, way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that ignores ``include_usage`` gets litellm's own token count; a stream that
+    breaks off before its end is tried again, and the text starts over."""
+    monkeypatch.setattr("litellm.utils.calculate_retry_after", lambda *_args: 0.01)
+    model = await _built(way, api_base=model_server.base_url, api_key="sk-test", retries=1)
+    model_server.script(
+        Scripted(text="counted by litellm", stream_usage=False),
+        Scripted(text="the first try breaks off here", cut_after=3),
+        "the second try",
+    )
+    prompt = [ChatMessage(role="user", content="count this")]
+    heard: list[str] = []
+    try:
+        counted = await model.complete(prompt, max_tokens=16, on_text=lambda _text: None)
+        retried = await model.complete(prompt, max_tokens=16, on_text=heard.append)
+    finally:
+        await model.aclose()
+    litellm = importlib.import_module("litellm")
+    assert counted.completion_tokens == litellm.token_counter(
+        model="gpt-4o-mini", text="counted by litellm"
+    )
+    assert counted.prompt_tokens > 0
+    assert retried.text == "the second try"
+    assert len(model_server.requests) == 3
+    assert "the first try br" in heard  # two chunks of it were heard before the cut
+    assert heard[-1] == "the second try"
