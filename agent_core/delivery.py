@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, Edit, Platform, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Platform, Reply
+from agent_core.live_reply import LiveReply
 
 ChunkSent = Callable[[int, str], Awaitable[None]]
 """Told each chunk of a long reply as the platform accepts it: (index, message id)."""
@@ -33,6 +34,11 @@ class Outbound(Protocol):
         """Change a message we sent (an approval prompt once decided)."""
         ...
 
+    def live(self, conversation: ConversationKey, *, key: str) -> LiveReply | None:
+        """Where the reply of the turn ``key`` may be shown while it is written, or None
+        where this platform does not show replies as they grow."""
+        ...
+
 
 class OutboundRouter:
     """Routes each reply to the sender registered for its conversation's platform."""
@@ -55,3 +61,8 @@ class OutboundRouter:
     async def edit(self, edit: Edit) -> None:
         """Edit through the platform's sender."""
         await self._sender(edit.message.conversation.platform).edit(edit)
+
+    def live(self, conversation: ConversationKey, *, key: str) -> LiveReply | None:
+        """The platform's live reply, if it has one (none for a platform not configured)."""
+        sender = self._senders.get(conversation.platform)
+        return sender.live(conversation, key=key) if sender is not None else None

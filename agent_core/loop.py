@@ -39,11 +39,12 @@ from agent_core.events import Reply
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
-from agent_core.model import ChatMessage, Model
+from agent_core.live_reply import Pacer
+from agent_core.model import ChatMessage, Model, TextSoFar
 from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.stores import Journal, UsageStore
 from agent_core.tool_steps import ToolRound
-from agent_core.tools.base import TurnContext
+from agent_core.tools.base import Tool, TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
 
@@ -313,6 +314,33 @@ class TurnRunner:
             limit=self._tools_offered,
         )
         tools = offer.tools()
+        live = self._outbound.live(turn.conversation, key=str(turn.id)) if self._model else None
+        pacer = Pacer(live) if live is not None else None
+        try:
+            return await self._steps(
+                turn,
+                context,
+                offer,
+                tools,
+                pacer,
+                retry_errors=retry_errors,
+                before_step=before_step,
+            )
+        finally:
+            if pacer is not None:
+                await pacer.close()
+
+    async def _steps(
+        self,
+        turn: TurnRecord,
+        context: TurnContext,
+        offer: Offer,
+        tools: Mapping[str, Tool],
+        pacer: Pacer | None,
+        *,
+        retry_errors: bool,
+        before_step: Callable[[], Awaitable[None]] | None,
+    ) -> _Answer:
         current = [ChatMessage(role="user", content=turn.trigger_text)]
         past: Past | None = None
         seq = 1
@@ -328,7 +356,13 @@ class TurnRunner:
                 if before_step is not None:
                     await before_step()
                 output, past = await self._call_model(
-                    turn, seq, past, current, offer.specs(), retry_errors=retry_errors
+                    turn,
+                    seq,
+                    past,
+                    current,
+                    offer.specs(),
+                    retry_errors=retry_errors,
+                    on_text=pacer.heard if pacer is not None else None,
                 )
                 status: StepStatus = "failed" if output.error is not None else "done"
                 answered = FinishedStep(seq, "model_call", status, output.to_json())
@@ -343,6 +377,8 @@ class TurnRunner:
                 )
                 self._faults.hit("after_model_call")
             seq += 1
+            if pacer is not None:
+                pacer.working(f"Running {', '.join(sorted({c.name for c in calls}))}…")
             current.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
             results = await self._tool_round.run(turn, context, tools, calls, base=seq)
             for call, result in zip(calls, results, strict=True):
@@ -372,6 +408,7 @@ class TurnRunner:
         specs: Sequence[Mapping[str, Any]],
         *,
         retry_errors: bool,
+        on_text: TextSoFar | None,
     ) -> tuple[ModelCallOutput, Past]:
         """Make the model call (journaled as started); return its output, not yet journaled,
         and the past it saw."""
@@ -400,7 +437,7 @@ class TurnRunner:
         try:
             with tracing.span("chatgate.model_call", asked) as span:
                 reply = await self._model.complete(
-                    prompt, max_tokens=self._reply_max_tokens, tools=specs
+                    prompt, max_tokens=self._reply_max_tokens, tools=specs, on_text=on_text
                 )
                 span.set(tracing.model_reply_attributes(reply))
         except ModelError as exc:

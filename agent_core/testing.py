@@ -11,10 +11,10 @@ from typing import Any, Protocol
 from agent_core.budgets import BudgetLimits
 from agent_core.delivery import ChunkSent, Outbound
 from agent_core.errors import ModelError
-from agent_core.events import ApprovalPrompt, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
 from agent_core.loop import TurnRunner, TurnStore
-from agent_core.model import ChatMessage, Model, ModelReply
+from agent_core.model import ChatMessage, Model, ModelReply, TextSoFar
 from agent_core.permissions import Permissions
 from agent_core.secrets import Secrets
 from agent_core.tool_steps import ToolRound, ToolRoundStore
@@ -30,6 +30,7 @@ class ScriptedModel:
     def __init__(self, *answers: str | ModelReply | ModelError, window: int = 8192) -> None:
         self.prompts: list[list[ChatMessage]] = []
         self.tools: list[list[str]] = []
+        self.streamed = 0  # how many calls were asked to stream
         self._answers: deque[str | ModelReply | ModelError] = deque(answers)
         self._window = window
 
@@ -58,25 +59,64 @@ class ScriptedModel:
         *,
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] = (),
+        on_text: TextSoFar | None = None,
     ) -> ModelReply:
-        """The next scripted answer, or ``echo: <last message>``."""
+        """The next scripted answer, or ``echo: <last message>``; streamed a word at a time
+        to ``on_text`` when given."""
         self.prompts.append(list(messages))
         self.tools.append([str(t["function"]["name"]) for t in tools])
         await asyncio.sleep(0)
         answer = self._answers.popleft() if self._answers else f"echo: {messages[-1].content}"
         if isinstance(answer, ModelError):
             raise answer
-        if isinstance(answer, ModelReply):
-            return answer
-        return ModelReply(text=answer, model=self.name, prompt_tokens=1, completion_tokens=1)
+        reply = (
+            answer
+            if isinstance(answer, ModelReply)
+            else ModelReply(text=answer, model=self.name, prompt_tokens=1, completion_tokens=1)
+        )
+        if on_text is not None:
+            self.streamed += 1
+            words = reply.text.split(" ")
+            for count in range(1, len(words) + 1):
+                on_text(" ".join(words[:count]))
+                await asyncio.sleep(0)
+        return reply
+
+
+class RecordingLiveReply:
+    """A live reply that records every update it is asked to show, and its close."""
+
+    def __init__(self, key: str, *, interval: float) -> None:
+        self.key = key
+        self.interval = interval
+        self.shown: list[tuple[str, str | None]] = []
+        self.closed = False
+
+    async def show(self, text: str, *, status: str | None) -> None:
+        """Record the update."""
+        self.shown.append((text, status))
+
+    async def close(self) -> None:
+        """Record the close."""
+        self.closed = True
 
 
 class RecordingOutbound:
-    """An outbound port that records what it was asked to send and returns receipts."""
+    """An outbound port that records what it was asked to send and returns receipts; with
+    ``live_interval`` it offers a :class:`RecordingLiveReply` per turn (``lives``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, live_interval: float | None = None) -> None:
         self.sent: list[Reply | ApprovalPrompt] = []
         self.edits: list[Edit] = []
+        self.lives: list[RecordingLiveReply] = []
+        self._live_interval = live_interval
+
+    def live(self, conversation: ConversationKey, *, key: str) -> RecordingLiveReply | None:
+        """A recording live reply when asked for at construction, else None."""
+        if self._live_interval is None:
+            return None
+        self.lives.append(RecordingLiveReply(key, interval=self._live_interval))
+        return self.lives[-1]
 
     async def send(
         self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None

@@ -12,7 +12,7 @@ from adapters.discord.render import approval_content, approval_view, jobs_view, 
 from adapters.markdown import to_discord
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.journaled import JobsListing
 
 if TYPE_CHECKING:
@@ -119,6 +119,10 @@ class DiscordSender:
         if self.on_sent is not None:
             self.on_sent(channel.id)
         return receipts[0]
+
+    def live(self, conversation: ConversationKey, *, key: str) -> None:
+        """None: a reply on Discord is posted once it is written, not shown as it grows."""
+        return None
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message (a decided prompt loses its buttons; a listing is redrawn)."""

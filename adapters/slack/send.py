@@ -209,6 +209,10 @@ class SlackSender:
             log.info("found earlier deliveries; not posting them again", keys=sorted(found))
         return found
 
+    def live(self, conversation: ConversationKey, *, key: str) -> None:
+        """None: a reply on Slack is posted once it is written, not shown as it grows."""
+        return None
+
     async def edit(self, edit: Edit) -> None:
         """Replace a message (a decided prompt loses its buttons)."""
         listing = JobsListing.from_payload(edit.payload)

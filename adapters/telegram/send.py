@@ -16,7 +16,7 @@ from adapters.telegram.parse import BotIdentity
 from adapters.telegram.render import approval_keyboard, approval_text, jobs_keyboard
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
 from agent_core.journaled import JobsListing
 
@@ -148,6 +148,10 @@ class TelegramSender:
                     await progress(index, receipts[-1])
                 self._faults.hit("after_chunk_sent")
         return receipts[0]
+
+    def live(self, conversation: ConversationKey, *, key: str) -> None:
+        """None: a reply on Telegram is posted once it is written, not shown as it grows."""
+        return None
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message's text (a decided prompt loses its buttons; a ``jobs`` listing

@@ -6,32 +6,65 @@ gateway process still arrives."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from agent_core.delivery import ChunkSent
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 
 
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A reply as far as the model has written it (``version`` grows with each update)."""
+
+    text: str
+    status: str | None
+    version: int
+
+
 class WebHub:
-    """Wakes the streams watching a conversation when something new is stored in it."""
+    """Wakes the streams watching a conversation when something new is stored in it, and
+    holds the reply being written in each conversation (its draft) for them to show.
+
+    Drafts live in this process: a page following a conversation through another gateway
+    sees the reply when it is stored, not as it grows."""
 
     def __init__(self) -> None:
         self._waiters: defaultdict[ConversationKey, set[asyncio.Event]] = defaultdict(set)
+        self._drafts: dict[ConversationKey, Draft] = {}
+        self._versions = itertools.count(1)
+
+    def draft(self, conversation: ConversationKey) -> Draft | None:
+        """The reply being written in the conversation now, if one is."""
+        return self._drafts.get(conversation)
+
+    def write_draft(self, conversation: ConversationKey, text: str, status: str | None) -> None:
+        """Keep the reply so far and wake the conversation's streams."""
+        self._drafts[conversation] = Draft(text, status, next(self._versions))
+        self.publish(conversation)
+
+    def drop_draft(self, conversation: ConversationKey) -> None:
+        """The draft is over. The streams are not woken for it: the reply (or the approval
+        prompt) that follows is, and replaces the draft on the page without a gap."""
+        self._drafts.pop(conversation, None)
 
     def publish(self, conversation: ConversationKey) -> None:
         """Wake every stream of this conversation."""
         for waiter in self._waiters.get(conversation, ()):
             waiter.set()
 
-    async def wait(self, conversation: ConversationKey, *, within: float) -> None:
-        """Return when the conversation changes, or after ``within`` seconds."""
+    @contextlib.contextmanager
+    def watching(self, conversation: ConversationKey) -> Iterator[asyncio.Event]:
+        """An event set whenever the conversation changes, for as long as the block runs
+        (registered before the first read, so no change between a read and a wait is
+        missed: clear it, read, then wait on it)."""
         waiter = asyncio.Event()
         self._waiters[conversation].add(waiter)
         try:
-            async with asyncio.timeout(within):
-                await waiter.wait()
-        except TimeoutError:
-            pass
+            yield waiter
         finally:
             self._waiters[conversation].discard(waiter)
             if not self._waiters[conversation]:
@@ -55,8 +88,31 @@ class WebSender:
         """The decision is already stored beside the prompt: wake the streams."""
         self._hub.publish(edit.message.conversation)
 
+    def live(self, conversation: ConversationKey, *, key: str) -> WebLiveReply:
+        """The page's draft of the reply, on the conversation's stream."""
+        return WebLiveReply(self._hub, conversation)
+
     async def open(self) -> None:
         """Nothing to open."""
 
     async def close(self) -> None:
         """Nothing to close."""
+
+
+class WebLiveReply:
+    """A reply shown on the page as it is written: the draft in the hub, sent by the
+    conversation's streams (ten updates a second at most)."""
+
+    interval = 0.1
+
+    def __init__(self, hub: WebHub, conversation: ConversationKey) -> None:
+        self._hub = hub
+        self._conversation = conversation
+
+    async def show(self, text: str, *, status: str | None) -> None:
+        """Put the text so far in the hub."""
+        self._hub.write_draft(self._conversation, text, status)
+
+    async def close(self) -> None:
+        """Take the draft away (the stored reply replaces it)."""
+        self._hub.drop_draft(self._conversation)

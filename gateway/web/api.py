@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from adapters.web.auth import (
 )
 from adapters.web.parse import parse_decision, parse_message, parse_schedule_action
 from adapters.web.render import approval_item, conversation_item, message_item
+from adapters.web.send import Draft
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalNotFound,
@@ -315,22 +318,40 @@ async def stream(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     await response.write(b"retry: 1000\n\n")
     last_write = time.monotonic()
+    shown = 0  # the version of the draft the page shows; 0 for none
     try:
-        while not runtime.stopping.is_set():
-            items = await runtime.store.messages_after(conversation.id, after_id=after)
-            for item in items:
-                data = json.dumps(message_item(item))
-                await response.write(f"id: {item.id}\nevent: message\ndata: {data}\n\n".encode())
-                after = item.id
-                last_write = time.monotonic()
-            if time.monotonic() - last_write > _KEEPALIVE_SECONDS:
-                await response.write(b": keepalive\n\n")
-                last_write = time.monotonic()
-            # Woken at once by this process; the timeout catches other processes' writes.
-            await runtime.hub.wait(conversation.key, within=_POLL_SECONDS)
+        with runtime.hub.watching(conversation.key) as changed:
+            while not runtime.stopping.is_set():
+                changed.clear()
+                items = await runtime.store.messages_after(conversation.id, after_id=after)
+                for item in items:
+                    data = json.dumps(message_item(item))
+                    await response.write(
+                        f"id: {item.id}\nevent: message\ndata: {data}\n\n".encode()
+                    )
+                    after = item.id
+                    last_write = time.monotonic()
+                draft = runtime.hub.draft(conversation.key)
+                if (draft.version if draft is not None else 0) != shown:
+                    await response.write(_draft_event(draft))
+                    shown = draft.version if draft is not None else 0
+                    last_write = time.monotonic()
+                if time.monotonic() - last_write > _KEEPALIVE_SECONDS:
+                    await response.write(b": keepalive\n\n")
+                    last_write = time.monotonic()
+                # Woken at once by this process; the timeout catches other processes' writes.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_POLL_SECONDS):
+                        await changed.wait()
     except ConnectionResetError:
         pass
     return response
+
+
+def _draft_event(draft: Draft | None) -> bytes:
+    """The reply being written, as the page shows it (``null`` once it is over)."""
+    data = {"text": draft.text, "status": draft.status} if draft is not None else None
+    return f"event: draft\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def add_routes(app: web.Application) -> None:

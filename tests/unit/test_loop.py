@@ -174,7 +174,7 @@ async def test_another_lease_holder_keeps_us_out(database: Database) -> None:
 class _BrokenModel(ScriptedModel):
     """A model port whose implementation has a bug: it raises something unexpected."""
 
-    async def complete(self, messages, *, max_tokens, tools=()):  # type: ignore[no-untyped-def]
+    async def complete(self, messages, *, max_tokens, tools=(), on_text=None):  # type: ignore[no-untyped-def]
         self.prompts.append(list(messages))
         raise RuntimeError("bug in a model adapter")
 
@@ -264,9 +264,9 @@ async def test_a_turn_that_keeps_failing_is_given_up_and_the_user_told(
 class _SlowModel(ScriptedModel):
     """Takes a second to answer."""
 
-    async def complete(self, messages, *, max_tokens, tools=()):  # type: ignore[no-untyped-def]
+    async def complete(self, messages, *, max_tokens, tools=(), on_text=None):  # type: ignore[no-untyped-def]
         await asyncio.sleep(1)
-        return await super().complete(messages, max_tokens=max_tokens, tools=tools)
+        return await super().complete(messages, max_tokens=max_tokens, tools=tools, on_text=on_text)
 
 
 async def test_losing_the_lease_stops_the_turn_before_it_replies(database: Database) -> None:
@@ -291,3 +291,27 @@ async def test_losing_the_lease_stops_the_turn_before_it_replies(database: Datab
 async def _claim(store: Store, conversation_id: str, *, owner: str, ttl: float) -> bool:
     """Take (or renew) the conversation's lease as another process would."""
     return await store.database.write(ledger.claim, conversation_id, owner=owner, ttl=ttl)
+
+
+async def test_a_long_reply_is_streamed_to_the_live_reply_then_delivered_once(
+    database: Database,
+) -> None:
+    """Where the platform shows replies as they grow: the model is asked to stream, a reply
+    past a screen is shown as it grows, the draft is ended before the reply is delivered,
+    and the reply is sent once, whole. A short one is streamed but never shown."""
+    store, outbound = Store(database), RecordingOutbound(live_interval=0.0)
+    long = " ".join(f"word{i}" for i in range(300))
+    model = ScriptedModel(long, "short")
+    runner = _runner(store, model, outbound)
+    one = await store.accept_inbound(_message("1", "write a lot"))
+    await store.accept_inbound(_message("2", "say little"))
+    assert await runner.run_conversation(one.conversation_id, owner="me", lease=30) == 2
+    assert model.streamed == 2
+    assert [r.text for r in outbound.sent] == [long, "short"]
+    first, second = outbound.lives
+    assert first.key == str(one.turn_id)
+    assert first.shown
+    assert all(long.startswith(text) for text, _status in first.shown)
+    assert len(first.shown[0][0]) >= 800
+    assert first.closed
+    assert second.shown == []

@@ -187,9 +187,36 @@ function jobsCard(li, item) {
   }
 }
 
+// The reply as far as the model has written it: one bubble, replaced by the stored reply
+// (or an approval prompt) when that arrives, or taken away when the stream says it is over.
+function showDraft(draft) {
+  let li = el("draft");
+  if (!draft) {
+    if (li) li.remove();
+    return;
+  }
+  if (!li) {
+    li = document.createElement("li");
+    li.id = "draft";
+    li.className = "assistant draft";
+    li.setAttribute("aria-busy", "true");
+    const text = document.createElement("span");
+    text.className = "text";
+    const working = document.createElement("div");
+    working.className = "working";
+    li.append(text, working);
+    el("messages").appendChild(li);
+  }
+  li.querySelector(".text").textContent = draft.text;
+  li.querySelector(".working").textContent = draft.status || "";
+  el("messages").scrollTop = el("messages").scrollHeight;
+  setStatus("The agent is writing…");
+}
+
 function renderItem(item) {
   if (state.seen.has(item.id)) return;
   state.seen.add(item.id);
+  if (item.role !== "user") showDraft(null);
   state.lastId = Math.max(state.lastId, item.id);
   state.lastRole = item.role;
   const li = document.createElement("li");
@@ -242,6 +269,7 @@ function follow() {
   // session cookie goes with it (same origin).
   state.source = new EventSource(`/api/conversations/${state.id}/stream?${query}`);
   state.source.addEventListener("message", (event) => renderItem(JSON.parse(event.data)));
+  state.source.addEventListener("draft", (event) => showDraft(JSON.parse(event.data)));
 }
 
 async function openConversation(id) {
