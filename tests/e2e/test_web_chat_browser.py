@@ -66,6 +66,41 @@ def test_send_a_message_see_the_reply_then_reload_and_see_history(
         gateway.stop()
 
 
+def test_a_slow_reply_grows_on_the_page_before_it_is_finished(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """A reply the model writes slowly (an 8-character piece every 0.1 s, 4 s in all) shows
+    on the page as it grows, well before its end, in one bubble; the stored reply then
+    takes that bubble's place, whole, and a reload shows it once."""
+    answer = " ".join(f"piece{i:02d}" for i in range(40))  # 319 characters: 41 chunks
+    model_server.script(Scripted(text=answer, chunk_delay=0.1))
+    gateway = GatewayProcess(database_url=database_url, workdir=tmp_path, **model_server.settings())
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("streaming")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("write slowly")
+        page.keyboard.press("Enter")
+        draft = page.locator("#messages li.draft .text")
+        expect(draft).to_contain_text("piece05")
+        seen = draft.text_content() or ""
+        chunks_by_then = model_server.chunks_sent
+        assert answer.startswith(seen)
+        assert len(seen) < len(answer) // 2
+        assert chunks_by_then < 25  # of 43 (role, 41 pieces, the end)
+        expect(draft).to_contain_text("piece30")  # still growing, in the same bubble
+        final = page.locator("#messages li.assistant:not(.draft)")
+        expect(final).to_have_text(answer)
+        expect(page.locator("#messages li.draft")).to_have_count(0)
+        page.reload()
+        expect(page.locator("#messages li")).to_have_text(["write slowly", answer])
+        page.screenshot(path=str(tmp_path / "streamed.png"))
+    finally:
+        gateway.stop()
+
+
 def test_an_approval_prompt_is_pressed_and_the_result_appears(
     browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
 ) -> None:
