@@ -34,9 +34,18 @@ class Outbound(Protocol):
         """Change a message we sent (an approval prompt once decided)."""
         ...
 
-    def live(self, conversation: ConversationKey, *, key: str) -> LiveReply | None:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> LiveReply | None:
         """Where the reply of the turn ``key`` may be shown while it is written, or None
-        where this platform does not show replies as they grow."""
+        where this platform does not show replies as they grow. ``message`` is the one an
+        earlier attempt at the turn showed it in (journaled): the live reply goes on in
+        it instead of posting another; ``reply_to`` is the message the reply answers."""
         ...
 
 
@@ -62,7 +71,16 @@ class OutboundRouter:
         """Edit through the platform's sender."""
         await self._sender(edit.message.conversation.platform).edit(edit)
 
-    def live(self, conversation: ConversationKey, *, key: str) -> LiveReply | None:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> LiveReply | None:
         """The platform's live reply, if it has one (none for a platform not configured)."""
         sender = self._senders.get(conversation.platform)
-        return sender.live(conversation, key=key) if sender is not None else None
+        if sender is None:
+            return None
+        return sender.live(conversation, key=key, message=message, reply_to=reply_to)

@@ -145,6 +145,9 @@ class Reply:
     # Message ids of the leading chunks an earlier attempt journaled as sent (platforms
     # with no lookup report chunks as they go): a resend starts after them.
     delivered: tuple[str, ...] = ()
+    # The message the reply was shown in while it was written (``Outbound.live``): the
+    # reply goes into it (its first chunk), and it is the receipt.
+    live_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import structlog
@@ -33,6 +33,14 @@ class LiveReply(Protocol):
     @property
     def interval(self) -> float:
         """The fewest seconds between two updates, within the platform's limits per chat."""
+        ...
+
+    @property
+    def message(self) -> str | None:
+        """The platform message the reply is shown in, once there is one (a preview that is
+        no message, like a Telegram draft or the web chat's, has none). It is journaled
+        as soon as it exists: a resumed turn is given it back and goes on in it, and the
+        reply is delivered into it."""
         ...
 
     async def show(self, text: str, *, status: str | None) -> None:
@@ -58,11 +66,14 @@ class Pacer:
         self,
         live: LiveReply,
         *,
+        posted: Callable[[str], Awaitable[None]] | None = None,
         first_after: float = FIRST_AFTER_SECONDS,
         screen: int = SCREEN_CHARACTERS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._live = live
+        self._posted = posted
+        self._journaled = live.message
         self._first_after = first_after
         self._screen = screen
         self._clock = clock
@@ -116,7 +127,22 @@ class Pacer:
                 else:
                     self._shown = latest
                     self.updates += 1
+                    await self._journal()
             await asyncio.sleep(self._interval)
+
+    async def _journal(self) -> None:
+        """Journal the message the first update posted (the next updates wait for it)."""
+        message = self._live.message
+        if message is None or message == self._journaled or self._posted is None:
+            return
+        try:
+            await self._posted(message)
+        except Exception as exc:
+            # The database is down: the message is still edited and finished by this
+            # attempt; only a crash before the journal hears of it leaves it behind.
+            log.warning("journaling the shown reply's message failed", error=str(exc))
+        else:
+            self._journaled = message
 
     async def close(self) -> None:
         """Stop updating (an update under way is cut off) and end the draft."""
@@ -126,6 +152,7 @@ class Pacer:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await self._journal()  # an update cut off after its post
         try:
             await self._live.close()
         except Exception as exc:

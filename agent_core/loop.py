@@ -39,12 +39,12 @@ from agent_core.events import Reply
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
-from agent_core.live_reply import Pacer
+from agent_core.live_reply import LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
 from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.stores import Journal, UsageStore
 from agent_core.tool_steps import ToolRound
-from agent_core.tools.base import Tool, TurnContext
+from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
 
@@ -232,13 +232,22 @@ class TurnRunner:
                 if await self._lost_access(turn):
                     status = await self._stop_for_access(turn)
                     return status
+                live = self._live(turn)
+                pacer = (
+                    Pacer(live, posted=functools.partial(self._store.record_live_message, turn.id))
+                    if live is not None
+                    else None
+                )
                 try:
                     answer = await self._think(
-                        turn, retry_errors=retry_errors, before_step=before_step
+                        turn, pacer, retry_errors=retry_errors, before_step=before_step
                     )
                 except Suspended:
                     log.info("turn waiting for a decision", attempt=turn.attempts + 1)
                     return "waiting"
+                finally:
+                    if pacer is not None:
+                        await pacer.close()
                 final: TurnStatus = "failed" if answer.error else "done"
                 await self._reply_step(
                     turn,
@@ -249,6 +258,7 @@ class TurnRunner:
                     error=answer.error,
                     answered=answer.answered,
                     lane=lane,
+                    live_message=live.message if live is not None else turn.live_message,
                 )
                 status = final
                 log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
@@ -294,14 +304,27 @@ class TurnRunner:
         )
         return "failed"
 
+    def _live(self, turn: TurnRecord) -> LiveReply | None:
+        """Where the turn's reply is shown as it is written, if its platform does that."""
+        if self._model is None:
+            return None
+        return self._outbound.live(
+            turn.conversation,
+            key=str(turn.id),
+            message=turn.live_message,
+            reply_to=turn.reply_to,
+        )
+
     async def _think(
         self,
         turn: TurnRecord,
+        pacer: Pacer | None,
         *,
         retry_errors: bool,
         before_step: Callable[[], Awaitable[None]] | None,
     ) -> _Answer:
-        """Model calls and tool rounds until the model answers in words (or the limit)."""
+        """Model calls and tool rounds until the model answers in words (or the limit),
+        streamed into ``pacer`` when the reply is shown as it is written."""
         context = TurnContext(
             turn_id=turn.id,
             conversation_id=turn.conversation_id,
@@ -314,33 +337,6 @@ class TurnRunner:
             limit=self._tools_offered,
         )
         tools = offer.tools()
-        live = self._outbound.live(turn.conversation, key=str(turn.id)) if self._model else None
-        pacer = Pacer(live) if live is not None else None
-        try:
-            return await self._steps(
-                turn,
-                context,
-                offer,
-                tools,
-                pacer,
-                retry_errors=retry_errors,
-                before_step=before_step,
-            )
-        finally:
-            if pacer is not None:
-                await pacer.close()
-
-    async def _steps(
-        self,
-        turn: TurnRecord,
-        context: TurnContext,
-        offer: Offer,
-        tools: Mapping[str, Tool],
-        pacer: Pacer | None,
-        *,
-        retry_errors: bool,
-        before_step: Callable[[], Awaitable[None]] | None,
-    ) -> _Answer:
         current = [ChatMessage(role="user", content=turn.trigger_text)]
         past: Past | None = None
         seq = 1
@@ -479,10 +475,12 @@ class TurnRunner:
         error: str | None,
         answered: FinishedStep | None = None,
         lane: Lane | None = None,
+        live_message: str | None = None,
     ) -> None:
-        """Journal the reply (with ``answered``, the model call it comes from), deliver it,
-        then journal the receipt and close the turn (with ``lane``, in the transaction that
-        starts the lane's next turn or gives its lease up)."""
+        """Journal the reply (with ``answered``, the model call it comes from), deliver it
+        (into ``live_message`` when it was shown there as it was written), then journal the
+        receipt and close the turn (with ``lane``, in the transaction that starts the lane's
+        next turn or gives its lease up)."""
         step = turn.step(seq)
         if step is not None and step.status == "done":
             await self._store.finish_turn(turn.id, status=status, error=error)
@@ -516,6 +514,8 @@ class TurnRunner:
             idempotency_key=key,
             resend=step is not None,
             delivered=tuple(sent),
+            # An attempt that gives up, or is stopped, finishes the shown message too.
+            live_message=live_message or turn.live_message,
         )
 
         async def chunk_sent(index: int, receipt: str) -> None:

@@ -150,6 +150,8 @@ class TurnRecord:
     # Attempts before this one that ended, in a row, at the same place in the journal
     # (the process died there, or the turn raised): what the poison guard counts.
     stalls: int = 0
+    # The platform message its reply is being shown in as it is written, once one is.
+    live_message: str | None = None
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""

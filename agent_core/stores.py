@@ -215,6 +215,11 @@ class Journal(Protocol):
         with ``extract`` the job that picks durable facts out of the turn is queued in it."""
         ...
 
+    async def record_live_message(self, turn_id: int, message: str) -> None:
+        """Journal the platform message the turn's reply is shown in as it is written
+        (its receipt from the start: a resumed turn goes on in it, never posts another)."""
+        ...
+
     async def record_reply_chunks(self, turn_id: int, seq: int, receipts: list[str]) -> None:
         """Journal the message ids of a long reply's chunks sent so far."""
         ...

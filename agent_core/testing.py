@@ -86,15 +86,24 @@ class ScriptedModel:
 class RecordingLiveReply:
     """A live reply that records every update it is asked to show, and its close."""
 
-    def __init__(self, key: str, *, interval: float) -> None:
+    def __init__(
+        self, key: str, *, interval: float, message: str | None = None, posts: bool = False
+    ) -> None:
         self.key = key
         self.interval = interval
         self.shown: list[tuple[str, str | None]] = []
         self.closed = False
+        # With ``posts``, the first update "posts" a message (``live-<key>``), as a chat
+        # platform's live reply does; ``message`` is the one a resumed turn goes on in.
+        self.message = message
+        self._posts = posts
+        self.resumed_in = message
 
     async def show(self, text: str, *, status: str | None) -> None:
         """Record the update."""
         self.shown.append((text, status))
+        if self._posts and self.message is None:
+            self.message = f"live-{self.key}"
 
     async def close(self) -> None:
         """Record the close."""
@@ -105,18 +114,29 @@ class RecordingOutbound:
     """An outbound port that records what it was asked to send and returns receipts; with
     ``live_interval`` it offers a :class:`RecordingLiveReply` per turn (``lives``)."""
 
-    def __init__(self, *, live_interval: float | None = None) -> None:
+    def __init__(self, *, live_interval: float | None = None, live_posts: bool = False) -> None:
         self.sent: list[Reply | ApprovalPrompt] = []
         self.edits: list[Edit] = []
         self.lives: list[RecordingLiveReply] = []
         self._live_interval = live_interval
+        self._live_posts = live_posts
 
-    def live(self, conversation: ConversationKey, *, key: str) -> RecordingLiveReply | None:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> RecordingLiveReply | None:
         """A recording live reply when asked for at construction, else None."""
         if self._live_interval is None:
             return None
-        self.lives.append(RecordingLiveReply(key, interval=self._live_interval))
-        return self.lives[-1]
+        live = RecordingLiveReply(
+            key, interval=self._live_interval, message=message, posts=self._live_posts
+        )
+        self.lives.append(live)
+        return live
 
     async def send(
         self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None

@@ -120,7 +120,14 @@ class DiscordSender:
             self.on_sent(channel.id)
         return receipts[0]
 
-    def live(self, conversation: ConversationKey, *, key: str) -> None:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> None:
         """None: a reply on Discord is posted once it is written, not shown as it grows."""
         return None
 

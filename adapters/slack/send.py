@@ -209,7 +209,14 @@ class SlackSender:
             log.info("found earlier deliveries; not posting them again", keys=sorted(found))
         return found
 
-    def live(self, conversation: ConversationKey, *, key: str) -> None:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> None:
         """None: a reply on Slack is posted once it is written, not shown as it grows."""
         return None
 

@@ -149,7 +149,14 @@ class TelegramSender:
                 self._faults.hit("after_chunk_sent")
         return receipts[0]
 
-    def live(self, conversation: ConversationKey, *, key: str) -> None:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> None:
         """None: a reply on Telegram is posted once it is written, not shown as it grows."""
         return None
 

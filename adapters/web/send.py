@@ -88,7 +88,14 @@ class WebSender:
         """The decision is already stored beside the prompt: wake the streams."""
         self._hub.publish(edit.message.conversation)
 
-    def live(self, conversation: ConversationKey, *, key: str) -> WebLiveReply:
+    def live(
+        self,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> WebLiveReply:
         """The page's draft of the reply, on the conversation's stream."""
         return WebLiveReply(self._hub, conversation)
 
@@ -104,6 +111,7 @@ class WebLiveReply:
     conversation's streams (ten updates a second at most)."""
 
     interval = 0.1
+    message = None  # the page's draft is no message: the stored reply replaces it
 
     def __init__(self, hub: WebHub, conversation: ConversationKey) -> None:
         self._hub = hub

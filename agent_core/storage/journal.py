@@ -200,6 +200,7 @@ def _turn_record(
         steps=tuple(_step(step) for step in steps),
         error=row.error,
         queued=row.prompt is not None,
+        live_message=row.live_message,
     )
 
 
@@ -212,6 +213,18 @@ _CHUNKS = (
     )
     .values(output=bindparam("b_output"))
 )
+
+
+_LIVE_MESSAGE = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"))
+    .values(live_message=bindparam("b_message"))
+)
+
+
+def live_message(conn: Connection, turn_id: int, message: str) -> None:
+    """The message the turn's reply is shown in as it is written."""
+    conn.execute(_LIVE_MESSAGE, {"b_turn": turn_id, "b_message": message})
 
 
 def reply_chunks_sent(conn: Connection, turn_id: int, seq: int, receipts: list[str]) -> None:

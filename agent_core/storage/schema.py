@@ -143,6 +143,9 @@ turns = Table(
     Column("lane", String(16), nullable=False, server_default="inline"),
     # What the model is asked when it is not a user message's text (schedules, ``bg``).
     Column("prompt", Text),
+    # The platform message the reply is shown in while it is written (posted by the first
+    # update): a resumed turn goes on in it, and the reply is delivered into it.
+    Column("live_message", String(255)),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
 )

@@ -198,6 +198,10 @@ class Store(PeopleRows):
             extract=extract,
         )
 
+    async def record_live_message(self, turn_id: int, message: str) -> None:
+        """Journal the platform message the turn's reply is shown in as it is written."""
+        await self.database.write(journal.live_message, turn_id, message)
+
     async def record_reply_chunks(self, turn_id: int, seq: int, receipts: list[str]) -> None:
         """Journal the message ids of a long reply's chunks sent so far."""
         await self.database.write(journal.reply_chunks_sent, turn_id, seq, receipts)

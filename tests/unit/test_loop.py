@@ -315,3 +315,37 @@ async def test_a_long_reply_is_streamed_to_the_live_reply_then_delivered_once(
     assert len(first.shown[0][0]) >= 800
     assert first.closed
     assert second.shown == []
+
+
+async def test_the_message_a_reply_is_shown_in_is_journaled_and_the_reply_goes_into_it(
+    database: Database,
+) -> None:
+    """A platform whose live reply posts a message: that message is journaled with the
+    turn as soon as it exists, and the reply is delivered into it. A turn cut off mid-
+    stream (its model call never finished) is resumed in the same message: the new live
+    reply is handed it, and the reply goes into it; no second message is posted."""
+    store = Store(database)
+    long = " ".join(f"word{i}" for i in range(300))
+    first = RecordingOutbound(live_interval=0.0, live_posts=True)
+    accepted = await store.accept_inbound(_message("1", "write a lot"))
+    await _runner(store, ScriptedModel(long), first).run_turn(
+        await store.start_turn(accepted.turn_id)
+    )
+    (live,) = first.lives
+    assert live.message == f"live-{accepted.turn_id}"
+    assert (await store.load_turn(accepted.turn_id)).live_message == live.message
+    assert [(r.text, r.live_message) for r in first.sent] == [(long, live.message)]
+
+    # The next turn dies mid-stream: its message is journaled, its model call is not done.
+    second = await store.accept_inbound(_message("2", "again"))
+    turn = await store.start_turn(second.turn_id)
+    await store.begin_step(turn.id, 1, kind="model_call", input={})
+    await store.record_live_message(turn.id, "live-from-the-dead-attempt")
+    resumed = RecordingOutbound(live_interval=0.0, live_posts=True)
+    await _runner(store, ScriptedModel(long), resumed).run_turn(await store.start_turn(turn.id))
+    (again,) = resumed.lives
+    assert again.resumed_in == "live-from-the-dead-attempt"
+    assert again.message == "live-from-the-dead-attempt"
+    assert [r.live_message for r in resumed.sent] == ["live-from-the-dead-attempt"]
+    items = await store.messages_after(accepted.conversation_id)
+    assert [m.role for m in items] == ["user", "assistant", "user", "assistant"]
