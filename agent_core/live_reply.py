@@ -25,6 +25,9 @@ log = structlog.get_logger("chatgate.live")
 FIRST_AFTER_SECONDS = 1.0
 SCREEN_CHARACTERS = 800
 SLOWEST_INTERVAL = 30.0
+# How long closing waits for an update under way: cut off, a post could reach the platform
+# without its message id reaching the journal, and the reply would be posted twice.
+FINISH_SECONDS = 10.0
 
 
 class LiveReply(Protocol):
@@ -83,6 +86,8 @@ class Pacer:
         self._shown: tuple[str, str | None] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()  # no update under way
+        self._idle.set()
         self.updates = 0  # how many updates reached the platform
 
     @property
@@ -115,6 +120,7 @@ class Pacer:
             latest = self._latest
             if latest != self._shown:
                 try:
+                    self._idle.clear()
                     await self._live.show(latest[0], status=latest[1])
                 except Exception as exc:
                     self._interval = min(self._interval * 2, SLOWEST_INTERVAL)
@@ -128,6 +134,8 @@ class Pacer:
                     self._shown = latest
                     self.updates += 1
                     await self._journal()
+                finally:
+                    self._idle.set()
             await asyncio.sleep(self._interval)
 
     async def _journal(self) -> None:
@@ -145,10 +153,14 @@ class Pacer:
             self._journaled = message
 
     async def close(self) -> None:
-        """Stop updating (an update under way is cut off) and end the draft."""
+        """Stop updating (an update under way may finish, for up to ``FINISH_SECONDS``)
+        and end the draft."""
         task, self._task = self._task, None
         if task is None:
             return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FINISH_SECONDS):
+                await self._idle.wait()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -79,25 +79,21 @@ class DiscordSender:
         if self._client is not None:
             await self._client.close()
 
+    async def _channel(self, where: ConversationKey) -> discord.PartialMessageable:
+        client = await self.client()
+        return client.get_partial_messageable(int(where.thread or where.channel))
+
     async def send(
         self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
     ) -> str:
         """Send in the thread or channel, the first message replying to the triggering one;
-        long text goes in several messages. The receipt is the first message's id."""
+        long text goes in several messages. The receipt is the first message's id. A reply
+        shown as it was written goes into that message (its first chunk), unless the
+        message is gone."""
         import discord
 
-        client = await self.client()
-        where = reply.conversation
-        channel = client.get_partial_messageable(int(where.thread or where.channel))
-        reference = (
-            discord.MessageReference(
-                message_id=int(reply.reply_to),
-                channel_id=channel.id,
-                fail_if_not_exists=False,
-            )
-            if reply.reply_to and reply.reply_to.isdigit()
-            else None
-        )
+        channel = await self._channel(reply.conversation)
+        reference = _reference(reply.reply_to, channel.id)
         if isinstance(reply, ApprovalPrompt):
             chunks = [approval_content(reply)]
             view: discord.ui.View | None = approval_view(reply)
@@ -105,9 +101,12 @@ class DiscordSender:
             chunks = split_message(to_discord(reply.text), DISCORD_LIMIT)
             view = _payload_view(reply.payload)
         receipts: list[str] = []
+        live = reply.live_message if isinstance(reply, Reply) else None
+        if live is not None and await self._finish(channel, live, chunks[0], view, len(chunks)):
+            receipts.append(live)
         with _delivered():
-            for index, chunk in enumerate(chunks):
-                last = index == len(chunks) - 1
+            for index in range(len(receipts), len(chunks)):
+                chunk, last = chunks[index], index == len(chunks) - 1
                 sent = await channel.send(
                     chunk,
                     nonce=nonce(f"{reply.idempotency_key}:{index}"),
@@ -120,6 +119,29 @@ class DiscordSender:
             self.on_sent(channel.id)
         return receipts[0]
 
+    async def _finish(
+        self,
+        channel: discord.PartialMessageable,
+        message: str,
+        content: str,
+        view: discord.ui.View | None,
+        chunks: int,
+    ) -> bool:
+        """Put the reply's first chunk into the message it was shown in; False when that
+        message is gone (deleted meanwhile), so the reply is posted afresh."""
+        import discord
+
+        with _delivered():
+            try:
+                await channel.get_partial_message(int(message)).edit(
+                    content=content,
+                    view=view if chunks == 1 else None,
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+            except discord.NotFound:
+                return False
+        return True
+
     def live(
         self,
         conversation: ConversationKey,
@@ -127,9 +149,9 @@ class DiscordSender:
         key: str,
         message: str | None,
         reply_to: str | None,
-    ) -> None:
-        """None: a reply on Discord is posted once it is written, not shown as it grows."""
-        return None
+    ) -> DiscordLiveReply:
+        """One message, posted by the first update and edited after."""
+        return DiscordLiveReply(self, conversation, key=key, message=message, reply_to=reply_to)
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message (a decided prompt loses its buttons; a listing is redrawn)."""
@@ -156,3 +178,69 @@ def point_at(api_url: str) -> None:
     discord.http.Route.BASE = api_url.rstrip("/")
     discord.VoiceClient.warn_nacl = False
     discord.VoiceClient.warn_dave = False
+
+
+class DiscordLiveReply:
+    """A reply shown as it is written: posted once (a reply to the triggering message, with
+    a nonce so a retried post is not a second message), then edited. Discord allows five
+    messages or edits per five seconds in a channel: one update every 1.2 s at most leaves
+    room for everything else. discord.py waits out a 429 itself."""
+
+    interval = 1.2
+
+    def __init__(
+        self,
+        sender: DiscordSender,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        reply_to: str | None,
+    ) -> None:
+        self._sender = sender
+        self._conversation = conversation
+        self._key = key
+        self._reply_to = reply_to
+        self.message = message
+
+    async def show(self, text: str, *, status: str | None) -> None:
+        """Post or edit the message with the text so far (as much as fits in one message)
+        and the status, in italics, under it."""
+        import discord
+
+        content = _draft(text, status)
+        channel = await self._sender._channel(self._conversation)
+        with _delivered():
+            if self.message is None:
+                sent = await channel.send(
+                    content,
+                    nonce=nonce(f"{self._key}:live"),
+                    allowed_mentions=discord.AllowedMentions.none(),
+                    reference=_reference(self._reply_to, channel.id),  # type: ignore[arg-type]
+                )
+                self.message = str(sent.id)
+                return
+            await channel.get_partial_message(int(self.message)).edit(
+                content=content, allowed_mentions=discord.AllowedMentions.none()
+            )
+
+    async def close(self) -> None:
+        """Nothing to end: the reply is delivered into the message."""
+
+
+def _draft(text: str, status: str | None) -> str:
+    """What an update shows: the text so far (its first message's worth) and the status."""
+    shown = split_message(to_discord(text), DISCORD_LIMIT - 200)[0] if text.strip() else ""
+    line = f"*{status}*" if status else ("" if shown else "…")
+    return "\n\n".join(part for part in (shown, line) if part)
+
+
+def _reference(reply_to: str | None, channel_id: int) -> discord.MessageReference | None:
+    """A reply to the triggering message (a message id), when there is one."""
+    import discord
+
+    if not reply_to or not reply_to.isdigit():
+        return None
+    return discord.MessageReference(
+        message_id=int(reply_to), channel_id=channel_id, fail_if_not_exists=False
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import warnings
 from collections.abc import Mapping
 from datetime import timedelta
@@ -109,20 +110,8 @@ class TelegramSender:
         reply is reported to ``progress`` (journaled) as Telegram accepts it, and a resend
         starts after ``reply.delivered``; a crash can repeat at most the one chunk
         Telegram accepted and the journal did not hear of yet."""
-        from telegram import ReplyParameters
 
-        conversation = reply.conversation
-        where: dict[str, Any] = {
-            "chat_id": int(conversation.channel),
-            "message_thread_id": int(conversation.thread) if conversation.thread else None,
-            "reply_parameters": (
-                ReplyParameters(message_id=int(reply.reply_to), allow_sending_without_reply=True)
-                if reply.reply_to and reply.reply_to.isdigit()
-                else None
-            ),
-            "parse_mode": "HTML",
-            "link_preview_options": None,
-        }
+        where = _where(reply.conversation, reply.reply_to)
         if isinstance(reply, ApprovalPrompt):
             sent = await self._call(
                 "send_message",
@@ -134,6 +123,13 @@ class TelegramSender:
         keyboard = _listing_keyboard(reply.payload)
         chunks = split_message(to_telegram_html(reply.text), TELEGRAM_LIMIT, markup="html")
         receipts = list(reply.delivered[: len(chunks)])
+        live = reply.live_message
+        if live is not None and not receipts:
+            single = len(chunks) == 1
+            if await self._finish(where, live, chunks[0], keyboard if single else None):
+                receipts.append(live)
+                if not single and progress is not None:
+                    await progress(0, live)
         for index in range(len(receipts), len(chunks)):
             last = index == len(chunks) - 1
             sent = await self._call(
@@ -149,6 +145,35 @@ class TelegramSender:
                 self._faults.hit("after_chunk_sent")
         return receipts[0]
 
+    async def _finish(self, where: dict[str, Any], message: str, text: str, keyboard: Any) -> bool:
+        """Put the reply's first chunk into the message it was shown in; False when that
+        message is gone (deleted meanwhile), so the reply is posted afresh."""
+        try:
+            await self._edit_text(
+                chat_id=where["chat_id"],
+                message_id=int(message),
+                text=text,
+                parse_mode="HTML",
+                reply_markup=keyboard,
+            )
+        except DeliveryError as exc:
+            if "not found" in str(exc.__cause__).lower():
+                return False
+            raise
+        return True
+
+    async def _edit_text(self, **arguments: Any) -> None:
+        """``editMessageText``; the same text again is no error."""
+        from telegram.error import BadRequest as TelegramBadRequest
+
+        try:
+            await self._call("edit_message_text", **arguments)
+        except DeliveryError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, TelegramBadRequest) and "not modified" in str(cause).lower():
+                return
+            raise
+
     def live(
         self,
         conversation: ConversationKey,
@@ -156,31 +181,27 @@ class TelegramSender:
         key: str,
         message: str | None,
         reply_to: str | None,
-    ) -> None:
-        """None: a reply on Telegram is posted once it is written, not shown as it grows."""
-        return None
+    ) -> TelegramDraft | TelegramLiveMessage:
+        """A draft in a private chat (``sendMessageDraft``: a preview, no message; the reply
+        is then sent as any other), one message edited as it grows in a group."""
+        if int(conversation.channel) > 0:
+            return TelegramDraft(self, conversation, key=key)
+        return TelegramLiveMessage(self, conversation, message=message, reply_to=reply_to)
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message's text (a decided prompt loses its buttons; a ``jobs`` listing
         is redrawn with its buttons)."""
-        from telegram.error import BadRequest as TelegramBadRequest
 
         keyboard = _listing_keyboard(edit.payload)
         text = split_message(to_telegram_html(edit.text), TELEGRAM_LIMIT, markup="html")[0]
-        try:
-            await self._call(
-                "edit_message_text",
-                chat_id=int(edit.message.conversation.channel),
-                message_id=int(edit.message.message_id),
-                text=text,
-                parse_mode="HTML",
-                reply_markup=keyboard,
-            )
-        except DeliveryError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, TelegramBadRequest) and "not modified" in str(cause).lower():
-                return  # the same text again (a redrawn listing that did not change)
-            raise
+        # The same text again is a redrawn listing that did not change.
+        await self._edit_text(
+            chat_id=int(edit.message.conversation.channel),
+            message_id=int(edit.message.message_id),
+            text=text,
+            parse_mode="HTML",
+            reply_markup=keyboard,
+        )
 
     async def answer(
         self, callback_query_id: str, text: str | None = None, *, alert: bool = False
@@ -195,3 +216,101 @@ class TelegramSender:
                 text=text[:_ALERT_LIMIT] if text else None,
                 show_alert=alert,
             )
+
+
+def _where(conversation: ConversationKey, reply_to: str | None) -> dict[str, Any]:
+    """Where a message goes: the chat, its topic, a reply to the triggering message."""
+    from telegram import ReplyParameters
+
+    return {
+        "chat_id": int(conversation.channel),
+        "message_thread_id": int(conversation.thread) if conversation.thread else None,
+        "reply_parameters": (
+            ReplyParameters(message_id=int(reply_to), allow_sending_without_reply=True)
+            if reply_to and reply_to.isdigit()
+            else None
+        ),
+        "parse_mode": "HTML",
+        "link_preview_options": None,
+    }
+
+
+def _draft(text: str, status: str | None) -> str:
+    """What an update shows, in Telegram's HTML: the text so far (a message's worth) and
+    the status in italics under it."""
+    shown = (
+        split_message(to_telegram_html(text), TELEGRAM_LIMIT - 200, markup="html")[0]
+        if text.strip()
+        else ""
+    )
+    line = f"<i>{html.escape(status)}</i>" if status else ("" if shown else "…")
+    return "\n\n".join(part for part in (shown, line) if part)
+
+
+class TelegramDraft:
+    """A reply shown as it is written in a private chat: ``sendMessageDraft``, an animated
+    preview that lasts 30 s unless renewed, and no message; the reply is then sent as any
+    other, and is what stays. Its id comes from the turn, so a resumed turn goes on in the
+    same draft."""
+
+    interval = 1.0
+    message = None
+
+    def __init__(self, sender: TelegramSender, conversation: ConversationKey, *, key: str) -> None:
+        self._sender = sender
+        self._conversation = conversation
+        # Non-zero, and the same for every attempt at the turn.
+        self._draft_id = int(key) % 2_000_000_000 + 1 if key.isdigit() else 1
+
+    async def show(self, text: str, *, status: str | None) -> None:
+        """Send the draft with the text so far."""
+        thread = self._conversation.thread
+        await self._sender._call(
+            "send_message_draft",
+            chat_id=int(self._conversation.channel),
+            draft_id=self._draft_id,
+            text=_draft(text, status),
+            message_thread_id=int(thread) if thread else None,
+            parse_mode="HTML",
+        )
+
+    async def close(self) -> None:
+        """Nothing to end: the draft gives way to the reply when it is sent."""
+
+
+class TelegramLiveMessage:
+    """A reply shown as it is written in a group: one message, sent by the first update
+    and edited after. A group takes 20 messages a minute from a bot: one update every
+    3 s at most. A 429 is waited out inside the call (``TelegramSender._call``)."""
+
+    interval = 3.0
+
+    def __init__(
+        self,
+        sender: TelegramSender,
+        conversation: ConversationKey,
+        *,
+        message: str | None,
+        reply_to: str | None,
+    ) -> None:
+        self._sender = sender
+        self._conversation = conversation
+        self._reply_to = reply_to
+        self.message = message
+
+    async def show(self, text: str, *, status: str | None) -> None:
+        """Send or edit the message with the text so far."""
+        where = _where(self._conversation, self._reply_to)
+        if self.message is None:
+            sent = await self._sender._call("send_message", text=_draft(text, status), **where)
+            self.message = str(sent.message_id)
+            return
+        await self._sender._edit_text(
+            chat_id=where["chat_id"],
+            message_id=int(self.message),
+            text=_draft(text, status),
+            parse_mode="HTML",
+        )
+
+    async def close(self) -> None:
+        """Nothing to end: the reply is delivered into the message."""

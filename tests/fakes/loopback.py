@@ -18,6 +18,7 @@ class LoopbackServer:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.times: list[float] = []  # when each call arrived (time.monotonic())
         self.port = 0
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -38,6 +39,16 @@ class LoopbackServer:
         """Remember a call (thread-safe)."""
         with self._lock:
             self.calls.append((method, arguments))
+            self.times.append(time.monotonic())
+
+    def called_at(self, method: str) -> list[tuple[float, dict[str, Any]]]:
+        """When each call of ``method`` arrived, with its arguments, in order."""
+        with self._lock:
+            return [
+                (at, args)
+                for at, (name, args) in zip(self.times, self.calls, strict=True)
+                if name == method
+            ]
 
     def called(self, method: str) -> list[dict[str, Any]]:
         """The arguments of every call of ``method``, in order."""

@@ -1,7 +1,8 @@
 """A fake Telegram Bot API on 127.0.0.1 (``TELEGRAM_API_URL``) for the real python-telegram-bot.
 
 ``POST /bot{token}/{method}`` answers what chatgate calls (``getMe``, ``sendMessage``,
-``editMessageText``, ``answerCallbackQuery``, ``getUpdates``, the webhook methods) and
+``sendMessageDraft``, ``editMessageText``, ``answerCallbackQuery``, ``getUpdates``, the
+webhook methods) and
 records every call. Like Telegram it:
 
 - rejects text with ``parse_mode=HTML`` that Telegram would not parse (unknown or unclosed
@@ -225,6 +226,15 @@ class FakeTelegram(LoopbackServer):
                 )
             old.update(text=text, html=arguments["text"], reply_markup=markup)
             return dict(old)
+
+    async def _sendMessageDraft(self, arguments: dict[str, Any]) -> Any:
+        """A preview in a private chat; like Telegram, only there, with a non-zero id."""
+        if int(arguments["chat_id"]) <= 0:
+            raise _ApiError(400, "Bad Request: draft can be sent only to private chats")
+        if int(arguments.get("draft_id", 0)) == 0:
+            raise _ApiError(400, "Bad Request: invalid draft identifier")
+        self._checked_text(arguments)
+        return True
 
     async def _answerCallbackQuery(self, arguments: dict[str, Any]) -> Any:
         return True

@@ -108,3 +108,27 @@ async def test_a_platform_that_refuses_updates_is_slowed_down_and_gets_the_newes
     assert live.tries == 3
     assert live.shown == [("one two", None)]
     assert pacer._interval == 0.08
+
+
+async def test_closing_lets_an_update_under_way_finish_and_journals_its_message() -> None:
+    """A post in flight when the reply is done is not cut off: cut off, it could reach the
+    platform without its message id reaching the journal (and the reply be posted twice)."""
+    posted: list[str] = []
+
+    class _SlowPost(RecordingLiveReply):
+        async def show(self, text: str, *, status: str | None) -> None:
+            await asyncio.sleep(0.2)
+            await super().show(text, status=status)
+
+    live = _SlowPost("7", interval=0.01, posts=True)
+
+    async def journal(message: str) -> None:
+        posted.append(message)
+
+    pacer = Pacer(live, posted=journal, first_after=0.0)
+    pacer.heard("the first words")
+    await asyncio.sleep(0.05)  # the post is under way
+    await pacer.close()
+    assert live.shown == [("the first words", None)]
+    assert posted == ["live-7"]
+    assert live.closed

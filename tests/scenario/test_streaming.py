@@ -1,0 +1,203 @@
+"""Replies shown as they are written, on Telegram and Discord: the real SDKs in a
+``chatgate gateway`` against the fake platforms, the real litellm against a fake model that
+streams slowly. The first words reach the platform long before the model finishes, updates
+keep under each platform's limit per chat, the final message holds the whole reply, a fast
+short reply is one post, and a gateway killed mid-stream finishes the same message after
+its restart instead of posting a second one."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.discord_server import CHANNEL, FakeDiscord
+from tests.fakes.gateway import GatewayProcess
+from tests.fakes.model_server import FakeModelServer, Scripted
+from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
+from tests.scenario.test_telegram import GROUP, _post, _text
+
+# About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
+
+# 40 eight-character pieces, one every 0.1 s: the model takes about 4 s to write it.
+SLOW = " ".join(f"piece{i:02d}" for i in range(40))
+_chunk_delay = 0.1
+
+
+def _slow(text: str = SLOW) -> Scripted:
+    return Scripted(text=text, chunk_delay=_chunk_delay)
+
+
+def _gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def _most_in(times: list[float], seconds: float) -> int:
+    """The most calls that fall in any window of ``seconds``."""
+    return max(
+        (sum(1 for t in times if start <= t < start + seconds) for start in times), default=0
+    )
+
+
+def _wait(check: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def telegram() -> Iterator[FakeTelegram]:
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def discord() -> Iterator[FakeDiscord]:
+    with FakeDiscord() as server:
+        yield server
+
+
+def _telegram_gateway(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> GatewayProcess:
+    return GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **telegram.settings(),
+        **model_server.settings(),
+    )
+
+
+def _discord_gateway(
+    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
+) -> GatewayProcess:
+    return GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **discord.settings(),
+        **model_server.settings(),
+    )
+
+
+def test_telegram_private_chat_drafts_then_one_message(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """A private chat sees the reply grow as a draft (``sendMessageDraft``, at most one a
+    second), starting while the model still writes; then one ``sendMessage`` with the whole
+    reply. A fast short reply is one ``sendMessage`` and no draft."""
+    gateway = _telegram_gateway(database_url, model_server, telegram, tmp_path)
+    gateway.start()
+    try:
+        model_server.script("quick one", _slow())
+        assert _post(gateway, _text("say hi")) == 200
+        telegram.wait_for("sendMessage", 1)
+        assert telegram.called("sendMessageDraft") == []
+
+        assert _post(gateway, _text("write slowly")) == 200
+        telegram.wait_for("sendMessageDraft", 1)
+        assert model_server.chunks_sent < 3 + 2 + 40  # the slow answer is not all written
+        [_quick, final] = telegram.wait_for("sendMessage", 2)
+        drafts = telegram.called_at("sendMessageDraft")
+        assert final["text"] == SLOW
+        assert len(drafts) >= 2
+        assert {d["draft_id"] for _at, d in drafts} == {drafts[0][1]["draft_id"]}
+        texts = [d["text"] for _at, d in drafts]
+        assert all(SLOW.startswith(text) for text in texts)
+        assert len(texts[0]) < len(SLOW) // 2
+        assert min(_gaps([at for at, _d in drafts])) >= 0.95
+        time.sleep(1.5)
+        assert len(telegram.called("sendMessage")) == 2
+    finally:
+        gateway.stop()
+
+
+def test_telegram_group_one_message_edited_under_the_limit_then_killed_mid_stream(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    """In a group the reply is one message, sent with the first words and edited at most
+    every 3 s; the last edit holds the whole reply. Then a gateway SIGKILLed mid-stream:
+    after its restart the turn finishes in that same message, and no second one is sent."""
+    gateway = _telegram_gateway(database_url, model_server, telegram, tmp_path)
+    gateway.start()
+    try:
+        model_server.script(_slow())
+        assert _post(gateway, _text(f"@{BOT_USERNAME} write slowly", chat=GROUP)) == 200
+        [first] = telegram.wait_for("sendMessage", 1)
+        assert SLOW.startswith(first["text"])
+        assert len(first["text"]) < len(SLOW) // 2
+        _wait(lambda: any(e["text"] == SLOW for e in telegram.called("editMessageText")))
+        edits = telegram.called_at("editMessageText")
+        updates = [telegram.called_at("sendMessage")[0][0]] + [at for at, _e in edits]
+        # Telegram takes 20 messages a minute in a group; the live updates (all but the
+        # last edit, which delivers the reply) come 3 s apart at least.
+        assert len(updates) >= 3
+        assert min(_gaps(updates[:-1])) >= 2.95
+        assert _most_in(updates, 60) <= 20
+        message_id = telegram.delivered[0]["message_id"]
+        assert {int(e["message_id"]) for _at, e in edits} == {message_id}
+        assert len(telegram.called("sendMessage")) == 1
+
+        # Killed after the message is sent, before the model has finished writing.
+        longer = " ".join(f"slow{i:02d}" for i in range(80))  # about 8 s
+        model_server.script(Scripted(text=longer, chunk_delay=0.1), longer)
+        assert _post(gateway, _text(f"@{BOT_USERNAME} once more", chat=GROUP)) == 200
+        telegram.wait_for("sendMessage", 2)
+        gateway.kill()
+        cut = telegram.delivered[1]
+        assert longer.startswith(cut["text"])
+        assert cut["text"] != longer
+        gateway.start()
+        _wait(lambda: telegram.messages[(GROUP, cut["message_id"])]["text"] == longer, 60)
+        time.sleep(1.5)
+        assert len(telegram.called("sendMessage")) == 2  # no second message for the reply
+        assert len(model_server.requests) == 3  # the cut model call was made again, once
+    finally:
+        gateway.stop()
+
+
+def test_discord_one_message_edited_under_the_limit_and_a_short_reply_posted_once(
+    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
+) -> None:
+    """The reply is one message, posted with the first words (a reply to the mention) and
+    edited at most every 1.2 s; the last edit holds the whole reply. A fast short reply is
+    one post and no edit."""
+    gateway = _discord_gateway(database_url, model_server, discord, tmp_path)
+    gateway.start()
+    discord.wait_connected()
+    try:
+        model_server.script("quick one", _slow())
+        discord.message_create("say hi", mention=True)
+        _wait(lambda: len(discord.created) == 1)
+        message = discord.message_create("write slowly", mention=True)
+        _wait(lambda: len(discord.created) == 2)
+        live = discord.created[1]
+        assert live["message_reference"]["message_id"] == int(message["id"])
+        assert SLOW.startswith(live["content"])
+        assert len(live["content"]) < len(SLOW) // 2
+        _wait(lambda: discord.messages[live["id"]]["content"] == SLOW)
+        route = f"PATCH channels/{CHANNEL}/messages/{live['id']}"
+        edits = discord.called_at(route)
+        posted_at = discord.called_at(f"POST channels/{CHANNEL}/messages")[1][0]
+        updates = [posted_at] + [at for at, _e in edits]
+        # Discord takes five messages or edits per five seconds in a channel; the live
+        # updates (all but the last edit, which delivers the reply) come 1.2 s apart.
+        assert len(updates) >= 3
+        assert min(_gaps(updates[:-1])) >= 1.15
+        assert _most_in(updates, 5.0) <= 5
+        time.sleep(1.5)
+        assert len(discord.created) == 2
+        assert [e for name, e in discord.calls if name.startswith("PATCH")] == [
+            e for _at, e in edits
+        ]  # the quick reply was never edited
+    finally:
+        gateway.stop()
