@@ -41,11 +41,13 @@ class Outbound(Protocol):
         key: str,
         message: str | None,
         reply_to: str | None,
+        user: str,
     ) -> LiveReply | None:
         """Where the reply of the turn ``key`` may be shown while it is written, or None
         where this platform does not show replies as they grow. ``message`` is the one an
         earlier attempt at the turn showed it in (journaled): the live reply goes on in
-        it instead of posting another; ``reply_to`` is the message the reply answers."""
+        it instead of posting another; ``reply_to`` is the message the reply answers, and
+        ``user`` the person it is for."""
         ...
 
 
@@ -78,9 +80,10 @@ class OutboundRouter:
         key: str,
         message: str | None,
         reply_to: str | None,
+        user: str,
     ) -> LiveReply | None:
         """The platform's live reply, if it has one (none for a platform not configured)."""
         sender = self._senders.get(conversation.platform)
         if sender is None:
             return None
-        return sender.live(conversation, key=key, message=message, reply_to=reply_to)
+        return sender.live(conversation, key=key, message=message, reply_to=reply_to, user=user)

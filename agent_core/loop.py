@@ -313,6 +313,7 @@ class TurnRunner:
             key=str(turn.id),
             message=turn.live_message,
             reply_to=turn.reply_to,
+            user=turn.user,
         )
 
     async def _think(

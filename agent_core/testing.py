@@ -128,6 +128,7 @@ class RecordingOutbound:
         key: str,
         message: str | None,
         reply_to: str | None,
+        user: str,
     ) -> RecordingLiveReply | None:
         """A recording live reply when asked for at construction, else None."""
         if self._live_interval is None:

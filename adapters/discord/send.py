@@ -149,6 +149,7 @@ class DiscordSender:
         key: str,
         message: str | None,
         reply_to: str | None,
+        user: str,
     ) -> DiscordLiveReply:
         """One message, posted by the first update and edited after."""
         return DiscordLiveReply(self, conversation, key=key, message=message, reply_to=reply_to)

@@ -45,6 +45,11 @@ _LOOKUP_LIMIT = 400
 _LOOKUP_PAGES = 3
 
 
+STREAM_PREFIX = "stream:"
+"""How a live message that is a chat stream is journaled (``stream:<ts>``); a posted one is
+its bare ``ts``."""
+
+
 def delivery_metadata(key: str) -> dict[str, object]:
     """The message metadata naming a delivery (a reply's chunk, a prompt)."""
     return {"event_type": DELIVERY_EVENT, "event_payload": {"key": key}}
@@ -78,6 +83,11 @@ class SlackSender:
         self._faults = faults or FaultPoints()
         self._warned_lookup = False
         self._identity: tuple[str, str] | None = None
+        # Whether chat.startStream works for this app (None: not tried yet); once Slack
+        # refuses it, live replies are posted and updated instead.
+        self.streams: bool | None = None
+        # The markdown each stream this process runs has been given so far, by ts.
+        self.streamed: dict[str, str] = {}
 
     async def open(self) -> None:
         """Share one HTTP session (and its kept-alive connections) across every call,
@@ -111,7 +121,8 @@ class SlackSender:
         self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None
     ) -> str:
         """Post in the conversation's thread (long text in several messages); the receipt
-        is the first message's ``ts``."""
+        is the first message's ``ts``. A reply shown as it was written goes into that
+        message (see :meth:`_finish`) instead of its first post."""
         conversation = reply.conversation
         messages: list[dict[str, object]]
         if isinstance(reply, ApprovalPrompt):
@@ -130,6 +141,11 @@ class SlackSender:
             ]
         keys = [f"{reply.idempotency_key}:{index}" for index in range(len(messages))]
         posted = await self._posted(conversation, reply.reply_to, keys) if reply.resend else {}
+        if isinstance(reply, Reply) and reply.live_message is not None:
+            live, channel = reply.live_message, conversation.channel
+            finished = await self._finish(channel, live, reply.text, messages, keys[0])
+            if finished is not None:
+                posted[keys[0]] = finished
         receipts: list[str] = []
         with _delivered():
             for key, message in zip(keys, messages, strict=True):
@@ -209,6 +225,54 @@ class SlackSender:
             log.info("found earlier deliveries; not posting them again", keys=sorted(found))
         return found
 
+    async def _finish(
+        self,
+        channel: str,
+        live: str,
+        markdown: str,
+        messages: list[dict[str, object]],
+        key: str,
+    ) -> str | None:
+        """Put the reply (its first message) into the message it was shown in, with the
+        delivery's metadata; return that message's ts, or None when it is gone.
+
+        A stream this process ran, whose text the reply goes on from, is stopped with the
+        rest of it (one call); any other stream is stopped and its message replaced, as is
+        a posted live message."""
+        stream = live.startswith(STREAM_PREFIX)
+        ts = live.removeprefix(STREAM_PREFIX)
+        metadata = delivery_metadata(key)
+        if stream:
+            sent = self.streamed.pop(ts, None)
+            if sent is not None and len(messages) == 1 and markdown.startswith(sent):
+                with _delivered():
+                    await self.client.chat_stopStream(
+                        channel=channel,
+                        ts=ts,
+                        markdown_text=markdown[len(sent) :] or None,
+                        metadata=metadata,
+                    )
+                return ts
+            # A stream another attempt ran, or one the reply does not go on from. Stopping
+            # it may fail: it ended already, or Slack expired it.
+            with contextlib.suppress(SlackApiError):
+                await self.client.chat_stopStream(channel=channel, ts=ts)
+        first = messages[0]
+        try:
+            with _delivered():
+                await self.client.chat_update(
+                    channel=channel,
+                    ts=ts,
+                    text=str(first["text"]),
+                    blocks=first.get("blocks", []),  # type: ignore[arg-type]
+                    metadata=metadata,
+                )
+        except DeliveryError as exc:
+            if "message_not_found" in str(exc):
+                return None
+            raise
+        return ts
+
     def live(
         self,
         conversation: ConversationKey,
@@ -216,9 +280,11 @@ class SlackSender:
         key: str,
         message: str | None,
         reply_to: str | None,
-    ) -> None:
-        """None: a reply on Slack is posted once it is written, not shown as it grows."""
-        return None
+        user: str,
+    ) -> SlackLiveReply:
+        """Slack's chat stream in the reply's thread, or a message posted and updated where
+        streaming is not available."""
+        return SlackLiveReply(self, conversation, key=key, message=message, user=user)
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message (a decided prompt loses its buttons)."""
@@ -245,3 +311,100 @@ class SlackSender:
                 user=bare_user(user),
                 text=escape_slack(text),
             )
+
+
+class SlackLiveReply:
+    """A reply shown as it is written. In a thread, Slack's chat streaming API: the first
+    update starts a stream (``chat.startStream``, for the person who asked), the next ones
+    append what the model wrote since (``chat.appendStream``), and the reply stops it. Text
+    cannot be taken back from a stream: when the model starts over (after a tool), the
+    stream waits for the reply, which then replaces its text. Where Slack refuses to stream
+    (outside a thread, or an app without it), a message posted and updated, and the sender
+    remembers not to try again. One update a second at most; a 429 is waited out inside
+    the call (slack_sdk's retry handler)."""
+
+    interval = 1.0
+
+    def __init__(
+        self,
+        sender: SlackSender,
+        conversation: ConversationKey,
+        *,
+        key: str,
+        message: str | None,
+        user: str,
+    ) -> None:
+        self._sender = sender
+        self._conversation = conversation
+        self._key = key
+        self._user = user
+        self.message = message
+
+    async def show(self, text: str, *, status: str | None) -> None:
+        """Start, append to or update the message with the text so far."""
+        client, channel = self._sender.client, self._conversation.channel
+        if self.message is None and await self._start(text):
+            return
+        with _delivered():
+            if self.message is None:
+                response = await client.chat_postMessage(
+                    channel=channel,
+                    thread_ts=self._conversation.thread,
+                    text=_draft(text, status),
+                    unfurl_links=False,
+                    metadata=delivery_metadata(f"{self._key}:live"),
+                )
+                self.message = str(response["ts"])
+            elif not self.message.startswith(STREAM_PREFIX):
+                await client.chat_update(
+                    channel=channel, ts=self.message, text=_draft(text, status)
+                )
+            else:
+                ts = self.message.removeprefix(STREAM_PREFIX)
+                sent = self._sender.streamed.get(ts)
+                if sent is None or not text.startswith(sent) or len(text) == len(sent):
+                    return  # a stream an earlier attempt ran, or text that started over
+                await client.chat_appendStream(
+                    channel=channel, ts=ts, markdown_text=text[len(sent) :]
+                )
+                self._sender.streamed[ts] = text
+
+    async def _start(self, text: str) -> bool:
+        """Start a stream with ``text``; False where Slack will not stream here."""
+        thread = self._conversation.thread
+        if self._sender.streams is False or not thread or not text:
+            return False
+        try:
+            response = await self._sender.client.chat_startStream(
+                channel=self._conversation.channel,
+                thread_ts=thread,
+                markdown_text=text,
+                recipient_team_id=self._conversation.workspace,
+                recipient_user_id=bare_user(self._user),
+            )
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            if exc.response.status_code == 429 or error == "ratelimited":
+                raise DeliveryError(f"slack: {error}") from exc
+            if self._sender.streams is None:
+                log.warning(
+                    "slack refused to stream a reply; posting and updating instead",
+                    error=error,
+                )
+            self._sender.streams = False
+            return False
+        self._sender.streams = True
+        ts = str(response["ts"])
+        self._sender.streamed[ts] = text
+        self.message = STREAM_PREFIX + ts
+        return True
+
+    async def close(self) -> None:
+        """Nothing to end: the reply stops the stream, or replaces the message."""
+
+
+def _draft(text: str, status: str | None) -> str:
+    """A posted live message's text so far (a message's worth) and the status under it."""
+    shown = split_message(to_slack_mrkdwn(text), SLACK_LIMIT - 200)[0] if text.strip() else ""
+    line = f"_{escape_slack(status)}_" if status else ("" if shown else "…")
+    return "\n\n".join(part for part in (shown, line) if part)

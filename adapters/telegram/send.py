@@ -181,6 +181,7 @@ class TelegramSender:
         key: str,
         message: str | None,
         reply_to: str | None,
+        user: str,
     ) -> TelegramDraft | TelegramLiveMessage:
         """A draft in a private chat (``sendMessageDraft``: a preview, no message; the reply
         is then sent as any other), one message edited as it grows in a group."""

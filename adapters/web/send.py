@@ -95,6 +95,7 @@ class WebSender:
         key: str,
         message: str | None,
         reply_to: str | None,
+        user: str,
     ) -> WebLiveReply:
         """The page's draft of the reply, on the conversation's stream."""
         return WebLiveReply(self._hub, conversation)

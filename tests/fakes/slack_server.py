@@ -1,7 +1,8 @@
 """A fake Slack Web API on 127.0.0.1 (``SLACK_API_URL``), and Slack's request signing.
 
 ``/api/{method}`` answers what the real slack_sdk and slack-bolt call (``auth.test``,
-``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``, ``conversations.replies``,
+``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``, the chat streaming API
+(``chat.startStream``, ``chat.appendStream``, ``chat.stopStream``), ``conversations.replies``,
 ``conversations.history``) and records every call. Posted messages are kept per channel
 with their metadata, which the two reads return only with ``include_all_metadata``, as
 Slack does. It can answer the next N ``chat.postMessage`` calls with 429 and
@@ -68,6 +69,8 @@ class FakeSlack(LoopbackServer):
         self.connections = 0
         # While set, apps.connections.open fails (Slack having trouble).
         self.refuse_connections = False
+        # Whether the chat streaming API answers (an app without it is refused).
+        self.streaming = True
         self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
         # Every message posted, in order: {channel, ts, thread_ts, text, metadata}.
@@ -185,6 +188,14 @@ class FakeSlack(LoopbackServer):
                 {"ok": True, "team_id": TEAM, "user_id": BOT_USER, "bot_id": BOT_ID, "team": "t"},
                 headers={"X-OAuth-Scopes": self.scopes},
             )
+        if method == "chat.update":
+            found = self.message(str(arguments.get("ts")))
+            if found is None:
+                return web.json_response({"ok": False, "error": "message_not_found"})
+            found["text"] = arguments.get("text")
+            if arguments.get("metadata"):
+                metadata = arguments["metadata"]
+                found["metadata"] = json.loads(metadata) if isinstance(metadata, str) else metadata
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
             ts = arguments.get("ts") or posted_ts(next(self._ts))
             if method == "chat.postMessage":
@@ -204,6 +215,8 @@ class FakeSlack(LoopbackServer):
             return web.json_response(
                 {"ok": True, "channel": arguments.get("channel"), "ts": ts, "message_ts": ts}
             )
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            return web.json_response(self._stream(method, arguments))
         if method in ("conversations.replies", "conversations.history"):
             if "channels:history" not in self.scopes.split(","):
                 return web.json_response(
@@ -211,6 +224,50 @@ class FakeSlack(LoopbackServer):
                 )
             return web.json_response(self._read(method, arguments))
         return web.json_response({"ok": False, "error": "unknown_method"})
+
+    def message(self, ts: str) -> dict[str, Any] | None:
+        """The message posted (or streamed) with this ts."""
+        return next((m for m in self.messages if m["ts"] == ts), None)
+
+    def _stream(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The chat streaming API, as Slack answers it: a stream is a message in a thread,
+        for a recipient when in a channel; text is only ever appended, and nothing after
+        the stop."""
+        if not self.streaming:
+            return {"ok": False, "error": "not_allowed"}
+        channel = str(arguments.get("channel"))
+        if method == "chat.startStream":
+            if not arguments.get("thread_ts"):
+                return {"ok": False, "error": "invalid_arguments"}
+            if channel.startswith("C") and not (
+                arguments.get("recipient_team_id") and arguments.get("recipient_user_id")
+            ):
+                return {"ok": False, "error": "missing_recipient_team_id"}
+            ts = posted_ts(next(self._ts))
+            self.messages.append(
+                {
+                    "channel": channel,
+                    "ts": ts,
+                    "thread_ts": arguments["thread_ts"],
+                    "text": str(arguments.get("markdown_text") or ""),
+                    "metadata": None,
+                    "bot_id": BOT_ID,
+                    "streaming": True,
+                }
+            )
+            return {"ok": True, "channel": channel, "ts": ts}
+        found = self.message(str(arguments.get("ts")))
+        if found is None:
+            return {"ok": False, "error": "message_not_found"}
+        if not found.get("streaming"):
+            return {"ok": False, "error": "message_not_in_streaming_state"}
+        found["text"] += str(arguments.get("markdown_text") or "")
+        if method == "chat.stopStream":
+            found["streaming"] = False
+            metadata = arguments.get("metadata")
+            if metadata:
+                found["metadata"] = json.loads(metadata) if isinstance(metadata, str) else metadata
+        return {"ok": True, "channel": channel, "ts": found["ts"]}
 
     def inject(self, channel: str, thread_ts: str | None, text: str, metadata: Any) -> None:
         """A message someone else (another app) posted, with whatever metadata it chose."""

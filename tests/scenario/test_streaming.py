@@ -18,7 +18,9 @@ import pytest
 from tests.fakes.discord_server import CHANNEL, FakeDiscord
 from tests.fakes.gateway import GatewayProcess
 from tests.fakes.model_server import FakeModelServer, Scripted
+from tests.fakes.slack_server import TEAM, FakeSlack
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
+from tests.scenario.test_slack import _mention, _post_event
 from tests.scenario.test_telegram import GROUP, _post, _text
 
 # About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
@@ -199,5 +201,111 @@ def test_discord_one_message_edited_under_the_limit_and_a_short_reply_posted_onc
         assert [e for name, e in discord.calls if name.startswith("PATCH")] == [
             e for _at, e in edits
         ]  # the quick reply was never edited
+    finally:
+        gateway.stop()
+
+
+def _slack_gateway(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> GatewayProcess:
+    return GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **slack.settings(),
+        **model_server.settings(),
+    )
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as server:
+        yield server
+
+
+def test_slack_streams_into_the_thread_and_a_short_reply_is_one_post(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """A slow reply is Slack's chat stream in the mention's thread, for the person who
+    asked: started with the first words, appended to at most once a second, stopped with
+    the rest and the delivery's metadata; no chat.postMessage for it. A fast short reply is
+    one chat.postMessage and no stream."""
+    gateway = _slack_gateway(database_url, model_server, slack, tmp_path)
+    gateway.start()
+    try:
+        model_server.script("quick one", _slow())
+        assert _post_event(gateway, _mention("say hi", ts="1700000100.000100"))[0] == 200
+        slack.wait_for("chat.postMessage", 1)
+        assert _post_event(
+            gateway, _mention("write slowly", ts="1700000200.000100", event_id="Ev2")
+        ) == (200, "")
+        [start] = slack.wait_for("chat.startStream", 1)
+        assert model_server.chunks_sent < 3 + 2 + 40
+        assert start["thread_ts"] == "1700000200.000100"
+        assert (start["recipient_team_id"], start["recipient_user_id"]) == (TEAM, "U0ALICE")
+        assert SLOW.startswith(start["markdown_text"])
+        [stop] = slack.wait_for("chat.stopStream", 1)
+        streamed = slack.message(stop["ts"])
+        assert streamed is not None
+        assert streamed["text"] == SLOW
+        assert not streamed["streaming"]
+        assert streamed["metadata"]["event_payload"]["key"].endswith(":0")
+        appends = slack.called_at("chat.appendStream")
+        assert appends
+        started_at = slack.called_at("chat.startStream")[0][0]
+        assert min(_gaps([started_at] + [at for at, _a in appends])) >= 0.95
+        time.sleep(1.5)
+        assert len(slack.posted()) == 1  # the quick reply only
+    finally:
+        gateway.stop()
+
+
+def test_slack_without_streaming_posts_and_updates_and_a_kill_finishes_the_same_message(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """An app Slack will not stream for: the reply is one message, posted with the first
+    words and updated (chat.startStream is not tried again). Then, streaming again, a
+    gateway SIGKILLed mid-stream: after the restart the stream is stopped and its message
+    replaced with the whole reply; nothing else is posted."""
+    slack.streaming = False
+    gateway = _slack_gateway(database_url, model_server, slack, tmp_path)
+    gateway.start()
+    try:
+        model_server.script(_slow(), _slow())
+        for index in (1, 2):
+            event = _mention(f"write slowly {index}", ts=f"17000003{index}0.000100")
+            assert _post_event(gateway, event | {"event_id": f"EvSlow{index}"})[0] == 200
+            _wait(lambda index=index: len(slack.posted()) == index)  # type: ignore[misc]
+            _wait(lambda index=index: slack.messages[index - 1]["text"] == SLOW)  # type: ignore[misc]
+        assert len(slack.called("chat.startStream")) == 1
+        first = slack.posted()[0]
+        assert SLOW.startswith(first["text"])
+        assert first["thread_ts"] == "1700000310.000100"
+        updates = [u for u in slack.called("chat.update") if u["ts"] == slack.messages[0]["ts"]]
+        assert len(updates) >= 2
+        assert updates[-1]["text"] == SLOW
+        gateway.stop()
+
+        slack.streaming = True
+        gateway = _slack_gateway(database_url, model_server, slack, tmp_path)
+        gateway.start()
+        longer = " ".join(f"slow{i:02d}" for i in range(80))  # about 8 s
+        model_server.script(Scripted(text=longer, chunk_delay=0.1), longer)
+        event = _mention("once more", ts="1700000400.000100", event_id="EvKill")
+        assert _post_event(gateway, event)[0] == 200
+        slack.wait_for("chat.startStream", 2)
+        slack.wait_for("chat.appendStream", 1)
+        gateway.kill()
+        streamed = slack.messages[-1]
+        assert streamed["streaming"]
+        assert streamed["text"] != longer
+        gateway.start()
+        _wait(lambda: streamed["text"] == longer and not streamed["streaming"], 60)
+        time.sleep(1.5)
+        assert len(slack.posted()) == 2  # the two replies before; none for this one
+        assert len(slack.called("chat.startStream")) == 2
+        assert streamed["metadata"]["event_payload"]["key"].endswith(":0")
+        assert len(model_server.requests) == 4  # the cut model call made again, once
     finally:
         gateway.stop()
