@@ -108,8 +108,10 @@ class TurnRunner:
         summarizer: Model | None = None,
         extract_memories: bool = False,
         may_talk: MayTalk | None = None,
+        stream_replies: bool = True,
     ) -> None:
         self._store = store
+        self._stream_replies = stream_replies
         # Asked before a turn that waited goes on: its person may have lost access since.
         self._may_talk = may_talk
         self._tools_offered = tools_offered
@@ -306,7 +308,7 @@ class TurnRunner:
 
     def _live(self, turn: TurnRecord) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that."""
-        if self._model is None:
+        if self._model is None or not self._stream_replies:
             return None
         return self._outbound.live(
             turn.conversation,

@@ -108,6 +108,11 @@ class Settings(BaseSettings):
     model_warm_up: bool = Field(
         True, validation_alias=AliasChoices("CHATGATE_MODEL_WARM_UP", "model_warm_up")
     )
+    # Show replies as they are written where the platform can (streamed model calls; see
+    # README, "Replies as they are written"); false posts every reply once it is whole.
+    stream_replies: bool = Field(
+        True, validation_alias=AliasChoices("CHATGATE_STREAM_REPLIES", "stream_replies")
+    )
     # The cheaper model for background work: folding old history into the running summary,
     # picking facts out of turns, the nightly memory review. Default: ``model``.
     summary_model: str | None = _key("summary_model")

@@ -10,6 +10,8 @@
    And the Slack ladder (``bench/ladder.py``): open-loop mentions at rising rates over 50
    threads, chatgate on SQLite and PostgreSQL vs that handler: max sustained rate, CPU
    per mention, reply p50 / p99, RSS, ready after start, and the ratios.
+   And streaming (``bench/streaming.py``): a 2,000-character Slack reply shown as it is
+   written vs posted whole, CPU per reply.
 5. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
    1,000, and chat reply latency with 2,000 background jobs queued vs none.
 6. Context assembly (``bench/context.py``): packing a 5,000-message history into the
@@ -42,6 +44,7 @@ from bench.queued import bench_dispatcher, bench_isolation
 from bench.sandbox import bench_sandbox
 from bench.scale import bench_scale
 from bench.slack import bench_slack
+from bench.streaming import bench_streaming
 from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
 from tests.fakes.model_server import FakeModelServer
 
@@ -214,6 +217,7 @@ def main() -> None:
     bench_ready()
     bench_turns()
     bench_slack()
+    bench_streaming()
     bench_ladder(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()

@@ -308,6 +308,7 @@ def build_core(
         summarizer=summarizer,
         extract_memories=settings.memory_extract,
         may_talk=membership.may_talk,
+        stream_replies=settings.stream_replies,
     )
     jobs = JobRunner(
         store,
