@@ -91,14 +91,15 @@ class Approvals:
         status = _STATUS[decision]
         if approval.kind == "recovery" and status == "allowed":
             status = "approved"  # a re-run is allowed once; nothing to remember
+        note = _note(approval, status, user)
         decided = await self._store.decide_approval(
-            approval_id, status=status, user=user, note=_note(approval, status, user)
+            approval_id, status=status, user=user, note=note
         )
         if decided is None:
             raise AlreadyDecided(approval_id)
         log.info("approval decided", approval_id=approval_id, status=status, user=user)
         self._faults.hit("after_decision")
-        await self._edit_prompt(decided)
+        await self._edit_prompt(decided, note)
         return decided
 
     async def expire_due(self) -> list[ApprovalRecord]:
@@ -106,28 +107,38 @@ class Approvals:
         expired = [await self._close(i, "expired") for i in await self._store.due_approvals()]
         return [approval for approval in expired if approval is not None]
 
-    async def cancel(self, approval_id: str) -> ApprovalRecord | None:
-        """Cancel a pending approval whose requester may no longer talk to the agent (its
-        turn resumes with a denial); None when it was decided already."""
-        return await self._close(approval_id, "cancelled")
+    async def cancel(
+        self, approval_id: str, *, stopped_by: str | None = None
+    ) -> ApprovalRecord | None:
+        """Cancel a pending approval whose requester may no longer talk to the agent, or
+        whose turn ``stopped_by`` stopped (its turn resumes with a denial, or stops); None
+        when it was decided already."""
+        return await self._close(approval_id, "cancelled", stopped_by=stopped_by)
 
-    async def _close(self, approval_id: str, status: ApprovalStatus) -> ApprovalRecord | None:
+    async def _close(
+        self, approval_id: str, status: ApprovalStatus, *, stopped_by: str | None = None
+    ) -> ApprovalRecord | None:
         """chatgate decides a pending approval itself (expired, cancelled) and says so."""
         approval = await self._store.approval(approval_id)
         if approval is None:
             return None
+        note = (
+            f"The approval for {approval.tool} was cancelled: {stopped_by} stopped the turn."
+            if stopped_by is not None
+            else _note(approval, status, "chatgate")
+        )
         decided = await self._store.decide_approval(
-            approval_id, status=status, user="chatgate", note=_note(approval, status, "chatgate")
+            approval_id, status=status, user=stopped_by or "chatgate", note=note
         )
         if decided is not None:
             log.info("approval closed by chatgate", approval_id=approval_id, status=status)
-            await self._edit_prompt(decided)
+            await self._edit_prompt(decided, note)
         return decided
 
-    async def _edit_prompt(self, approval: ApprovalRecord) -> None:
-        """Show the decision on the prompt; when the prompt's receipt was never stored (the
-        process stopped between sending it and recording it), say it in a new message."""
-        text = _note(approval, approval.status, approval.decided_by or "chatgate")
+    async def _edit_prompt(self, approval: ApprovalRecord, text: str) -> None:
+        """Show the decision (``text``) on the prompt; when the prompt's receipt was never
+        stored (the process stopped between sending it and recording it), say it in a new
+        message."""
         key = f"{approval.id}:decided"
         try:
             if approval.prompt_message_id is None:

@@ -12,7 +12,8 @@
     │   └── NotAllowedToDecide this person may not decide it
     └── Signal                 control flow that is not a failure
         ├── LeaseLost          another process took over a conversation's lease
-        └── Suspended          the turn waits for a person; nothing waits in memory
+        ├── Suspended          the turn waits for a person; nothing waits in memory
+        └── Stopped            someone said ``stop``: the turn ends at a step boundary
 
 Exceptions keep their arguments in ``args`` so they pickle across process boundaries.
 """
@@ -87,6 +88,16 @@ class LeaseLost(Signal):
 
 class Suspended(Signal):
     """The turn asked a person and stops here; a decision puts it back in the queue."""
+
+
+class Stopped(Signal):
+    """Someone said ``stop`` to the turn (``args``: who, and the journal's next free step);
+    it ends at the step boundary it reached, saying so."""
+
+    def __init__(self, by: str, next_seq: int) -> None:
+        super().__init__(by, next_seq)
+        self.by = by
+        self.next_seq = next_seq
 
 
 class ScheduleActionError(ChatgateError):

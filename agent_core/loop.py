@@ -34,7 +34,7 @@ from agent_core import tracing
 from agent_core.access import MayTalk
 from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.delivery import Outbound
-from agent_core.errors import LeaseLost, ModelError, Suspended
+from agent_core.errors import LeaseLost, ModelError, Stopped, Suspended
 from agent_core.events import Reply
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
@@ -47,6 +47,7 @@ from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
+from agent_core.turn_stop import StopSignal, watching
 
 log = structlog.get_logger("chatgate.turn")
 
@@ -112,6 +113,7 @@ class TurnRunner:
     ) -> None:
         self._store = store
         self._stream_replies = stream_replies
+        self._running: dict[int, StopSignal] = {}  # the turns running here, by id
         # Asked before a turn that waited goes on: its person may have lost access since.
         self._may_talk = may_talk
         self._tools_offered = tools_offered
@@ -241,12 +243,19 @@ class TurnRunner:
                     else None
                 )
                 try:
-                    answer = await self._think(
-                        turn, pacer, retry_errors=retry_errors, before_step=before_step
-                    )
+                    if turn.stop_requested_by is not None:
+                        raise Stopped(turn.stop_requested_by, _free_seq(turn))
+                    async with self._stop_watch(turn) as stop:
+                        answer = await self._think(
+                            turn, pacer, stop, retry_errors=retry_errors, before_step=before_step
+                        )
                 except Suspended:
                     log.info("turn waiting for a decision", attempt=turn.attempts + 1)
                     return "waiting"
+                except Stopped as stopped:
+                    log.info("turn stopped", by=stopped.by)
+                    text, error = f"Stopped by {stopped.by}.", f"stopped by {stopped.by}"
+                    answer = _Answer(stopped.next_seq, "system", text, error)
                 finally:
                     if pacer is not None:
                         await pacer.close()
@@ -306,6 +315,26 @@ class TurnRunner:
         )
         return "failed"
 
+    def stop(self, turn_id: int, *, by: str) -> bool:
+        """Stop a turn this runner runs now, at its next step boundary (False: it runs
+        nowhere here; the journal's ``stop_requested_by`` reaches it wherever it runs)."""
+        signal = self._running.get(turn_id)
+        if signal is None:
+            return False
+        signal.stop(by)
+        return True
+
+    @contextlib.asynccontextmanager
+    async def _stop_watch(self, turn: TurnRecord) -> AsyncIterator[StopSignal]:
+        """The turn's stop signal while it runs: told directly in this process, read from
+        the journal otherwise."""
+        async with watching(functools.partial(self._store.stop_requested, turn.id)) as signal:
+            self._running[turn.id] = signal
+            try:
+                yield signal
+            finally:
+                self._running.pop(turn.id, None)
+
     def _live(self, turn: TurnRecord) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that."""
         if self._model is None or not self._stream_replies:
@@ -322,6 +351,7 @@ class TurnRunner:
         self,
         turn: TurnRecord,
         pacer: Pacer | None,
+        stop: StopSignal,
         *,
         retry_errors: bool,
         before_step: Callable[[], Awaitable[None]] | None,
@@ -354,6 +384,7 @@ class TurnRunner:
             else:
                 if before_step is not None:
                     await before_step()
+                stop.check(seq + 1)
                 output, past = await self._call_model(
                     turn,
                     seq,
@@ -362,6 +393,7 @@ class TurnRunner:
                     offer.specs(),
                     retry_errors=retry_errors,
                     on_text=pacer.heard if pacer is not None else None,
+                    stop=stop,
                 )
                 status: StepStatus = "failed" if output.error is not None else "done"
                 answered = FinishedStep(seq, "model_call", status, output.to_json())
@@ -376,6 +408,7 @@ class TurnRunner:
                 )
                 self._faults.hit("after_model_call")
             seq += 1
+            stop.check(seq)  # before any tool of the round starts
             if pacer is not None:
                 pacer.working(f"Running {', '.join(sorted({c.name for c in calls}))}…")
             current.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
@@ -408,6 +441,7 @@ class TurnRunner:
         *,
         retry_errors: bool,
         on_text: TextSoFar | None,
+        stop: StopSignal,
     ) -> tuple[ModelCallOutput, Past]:
         """Make the model call (journaled as started); return its output, not yet journaled,
         and the past it saw."""
@@ -435,8 +469,11 @@ class TurnRunner:
         asked = tracing.model_call_attributes(seq, self._model.name)
         try:
             with tracing.span("chatgate.model_call", asked) as span:
-                reply = await self._model.complete(
-                    prompt, max_tokens=self._reply_max_tokens, tools=specs, on_text=on_text
+                reply = await stop.race(
+                    self._model.complete(
+                        prompt, max_tokens=self._reply_max_tokens, tools=specs, on_text=on_text
+                    ),
+                    seq + 1,
                 )
                 span.set(tracing.model_reply_attributes(reply))
         except ModelError as exc:
@@ -610,6 +647,15 @@ async def heartbeat(
         keeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await keeper
+
+
+def _free_seq(turn: TurnRecord) -> int:
+    """Where a stopped turn's reply goes: its journaled reply step (an attempt that stopped
+    it died before delivering), else after every journaled step."""
+    for step in turn.steps:
+        if step.kind == "reply":
+            return step.seq
+    return max((step.seq for step in turn.steps), default=0) + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,6 +152,8 @@ class TurnRecord:
     stalls: int = 0
     # The platform message its reply is being shown in as it is written, once one is.
     live_message: str | None = None
+    # Who asked it to stop (``stop``), when someone did.
+    stop_requested_by: str | None = None
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""
@@ -159,6 +161,18 @@ class TurnRecord:
             if step.seq == seq:
                 return step
         return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopRequest:
+    """``stop`` said to a conversation: its current turn, what it was doing, and who asked
+    first."""
+
+    turn_id: int
+    status: TurnStatus
+    by: str
+    # The approvals the turn waits for (to cancel: it stops once they are out of its way).
+    approvals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

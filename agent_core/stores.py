@@ -42,6 +42,7 @@ from agent_core.records import (
     ScheduleStatus,
     StepKind,
     StepStatus,
+    StopRequest,
     TurnRecord,
     TurnStatus,
     Usage,
@@ -58,6 +59,12 @@ class Ledger(Protocol):
         returns what the first one created, with ``duplicate=True``. With ``open_turn``
         false (a text command) the message is kept but no turn is opened (turn_id 0).
         """
+        ...
+
+    async def request_stop(self, conversation_id: str, user: str) -> StopRequest | None:
+        """``stop``: mark the conversation's current turn (the first not finished) as asked
+        to stop by ``user`` (the first to ask stays named); None when it has none. Returns
+        the approvals it waits for, to cancel."""
         ...
 
     async def ledgered_among(self, platform: str, event_ids: Collection[str]) -> set[str]:
@@ -213,6 +220,11 @@ class Journal(Protocol):
         """Journal the reply step and add the reply to the history in one transaction;
         ``answered`` is the model call that produced the reply, journaled in it too, and
         with ``extract`` the job that picks durable facts out of the turn is queued in it."""
+        ...
+
+    async def stop_requested(self, turn_id: int) -> str | None:
+        """Who asked the turn to stop (``stop``), if anyone did: read while it runs, so a
+        ``stop`` said through another process reaches it."""
         ...
 
     async def record_live_message(self, turn_id: int, message: str) -> None:

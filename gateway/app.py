@@ -231,6 +231,7 @@ def build_app(
                     revocations=Revocations(
                         store, outbound, approvals=approvals, may_talk=gate.may_talk
                     ),
+                    stop_turn=core.runner.stop,
                 ),
                 commands=commands,
             )

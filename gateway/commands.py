@@ -176,6 +176,7 @@ HELP = """Commands:
 /jobs: this conversation's schedules, their latest runs, and buttons to pause, resume, delete
 /cancel ID: delete a schedule
 /bg PROMPT: work on PROMPT in the background and post the answer here
+/stop: stop what the agent is doing here (at its next step; an approval it waits for is cancelled)
 /usage: turns, model calls and tokens in this conversation
 /approve ID, /deny ID: decide a pending approval (or press its buttons)
 Ask in words to schedule something ("every weekday at 9, summarise ...")."""

@@ -4,6 +4,7 @@ command, an approval decision); presses and approvals are decided here too."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import structlog
 
@@ -36,6 +37,12 @@ from gateway.supervisor import Supervisor
 log = structlog.get_logger("chatgate.inbound")
 
 
+class StopTurn(Protocol):
+    """Stops a turn this process runs (``TurnRunner.stop``); False when it runs elsewhere."""
+
+    def __call__(self, turn_id: int, *, by: str) -> bool: ...
+
+
 class Inbound:
     """Ledger, dedupe, then hand the conversation to the supervisor; decisions too."""
 
@@ -53,6 +60,7 @@ class Inbound:
         commands: ChatCommands,
         faults: FaultPoints | None = None,
         revocations: Revocations | None = None,
+        stop_turn: StopTurn | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
@@ -65,6 +73,8 @@ class Inbound:
         self._commands = commands
         self._faults = faults or FaultPoints()
         self._revocations = revocations
+        # Stops a turn running in this process at once (``TurnRunner.stop``).
+        self._stop_turn = stop_turn
 
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
@@ -112,8 +122,11 @@ class Inbound:
     async def _command(
         self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
     ) -> None:
-        """``/approve ID`` and ``/deny ID`` decide here; every other command is answered
-        by the chat commands, without the model."""
+        """``/approve ID`` and ``/deny ID`` decide here, ``/stop`` stops; every other
+        command is answered by the chat commands, without the model."""
+        if command.name == "stop":
+            await self._stop(event, accepted)
+            return
         if command.name not in ("approve", "deny"):
             await self._commands.answer(command, event, accepted)
             return
@@ -124,6 +137,25 @@ class Inbound:
             )
         except ApprovalError as exc:
             await self._gate.tell(event, accepted, refusal(exc))
+
+    async def _stop(self, event: InboundMessage, accepted: Accepted) -> None:
+        """``/stop``: the conversation's current turn ends at its next step boundary and
+        says who stopped it (it runs here: told at once; elsewhere: the journal tells it
+        within seconds); the approvals it waits for are cancelled, which wakes it to stop."""
+        asked = await self._store.request_stop(accepted.conversation_id, event.user)
+        if asked is None:
+            await self._gate.tell(event, accepted, NOTHING_TO_STOP)
+            return
+        log.info("stop asked", turn_id=asked.turn_id, by=asked.by, status=asked.status)
+        if self._stop_turn is not None:
+            self._stop_turn(asked.turn_id, by=asked.by)
+        for approval_id in asked.approvals:
+            cancelled = await self._approvals.cancel(approval_id, stopped_by=asked.by)
+            if cancelled is not None:
+                self._metrics.approval_ended(cancelled)
+                await self._resume(cancelled)
+        if asked.status == "pending" and not asked.approvals:
+            self._supervisor.submit(accepted.conversation_id)
 
     async def change_schedule(
         self, schedule_id: str, action: ScheduleAction, *, user: str, conversation_id: str
@@ -187,6 +219,7 @@ class Inbound:
         self._metrics.inbound.labels(platform, "rejected").inc()
 
 
+NOTHING_TO_STOP = "Nothing is running here to stop."
 _OUTCOMES = {"allow": "accepted", "pair": "pairing", "refuse": "refused", "limited": "limited"}
 
 

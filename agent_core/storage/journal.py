@@ -19,6 +19,7 @@ from agent_core.records import (
     StepKind,
     StepRecord,
     StepStatus,
+    StopRequest,
     TurnRecord,
     TurnStatus,
     Usage,
@@ -26,6 +27,7 @@ from agent_core.records import (
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.schema import (
     UTCDateTime,
+    approvals,
     conversations,
     messages,
     turn_steps,
@@ -201,6 +203,7 @@ def _turn_record(
         error=row.error,
         queued=row.prompt is not None,
         live_message=row.live_message,
+        stop_requested_by=row.stop_requested_by,
     )
 
 
@@ -225,6 +228,51 @@ _LIVE_MESSAGE = (
 def live_message(conn: Connection, turn_id: int, message: str) -> None:
     """The message the turn's reply is shown in as it is written."""
     conn.execute(_LIVE_MESSAGE, {"b_turn": turn_id, "b_message": message})
+
+
+_CURRENT_TURN = (
+    select(turns.c.id, turns.c.status, turns.c.stop_requested_by)
+    .where(
+        turns.c.conversation_id == bindparam("b_id"),
+        turns.c.status.in_((*OPEN, "waiting")),
+        turns.c.lane == "inline",
+    )
+    .order_by(turns.c.id)
+    .limit(1)
+)
+_ASK_STOP = (
+    update(turns)
+    .where(turns.c.id == bindparam("b_turn"), turns.c.stop_requested_by.is_(None))
+    .values(stop_requested_by=bindparam("b_user"))
+)
+_STOP_ASKED = select(turns.c.stop_requested_by).where(turns.c.id == bindparam("b_turn"))
+_PENDING_APPROVALS = (
+    select(approvals.c.id)
+    .where(approvals.c.turn_id == bindparam("b_turn"), approvals.c.status == "pending")
+    .order_by(approvals.c.seq)
+)
+
+
+def request_stop(conn: Connection, conversation_id: str, user: str) -> StopRequest | None:
+    """Ask the conversation's current turn (the first one not finished) to stop; None when
+    it has none. The first to ask is the one the turn names."""
+    row = conn.execute(_CURRENT_TURN, {"b_id": conversation_id}).first()
+    if row is None:
+        return None
+    conn.execute(_ASK_STOP, {"b_turn": row.id, "b_user": user})
+    waits_for = conn.execute(_PENDING_APPROVALS, {"b_turn": row.id}).scalars()
+    return StopRequest(
+        turn_id=int(row.id),
+        status=row.status,
+        by=row.stop_requested_by or user,
+        approvals=tuple(str(found) for found in waits_for),
+    )
+
+
+def stop_requested(conn: Connection, turn_id: int) -> str | None:
+    """Who asked the turn to stop, if anyone did."""
+    found = conn.execute(_STOP_ASKED, {"b_turn": turn_id}).scalar()
+    return str(found) if found is not None else None
 
 
 def reply_chunks_sent(conn: Connection, turn_id: int, seq: int, receipts: list[str]) -> None:

@@ -146,6 +146,8 @@ turns = Table(
     # The platform message the reply is shown in while it is written (posted by the first
     # update): a resumed turn goes on in it, and the reply is delivered into it.
     Column("live_message", String(255)),
+    # Who said ``stop`` to the turn: it ends at its next step boundary (see ``loop``).
+    Column("stop_requested_by", String(255)),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
 )

@@ -35,6 +35,7 @@ from agent_core.records import (
     ScheduleStatus,
     StepKind,
     StepStatus,
+    StopRequest,
     TurnRecord,
     TurnStatus,
     Usage,
@@ -197,6 +198,14 @@ class Store(PeopleRows):
             answered=answered,
             extract=extract,
         )
+
+    async def request_stop(self, conversation_id: str, user: str) -> StopRequest | None:
+        """Ask the conversation's current turn to stop (None: nothing runs or waits)."""
+        return await self.database.write(journal.request_stop, conversation_id, user)
+
+    async def stop_requested(self, turn_id: int) -> str | None:
+        """Who asked the turn to stop, if anyone did."""
+        return await self.database.read(journal.stop_requested, turn_id)
 
     async def record_live_message(self, turn_id: int, message: str) -> None:
         """Journal the platform message the turn's reply is shown in as it is written."""

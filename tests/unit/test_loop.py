@@ -349,3 +349,80 @@ async def test_the_message_a_reply_is_shown_in_is_journaled_and_the_reply_goes_i
     assert [r.live_message for r in resumed.sent] == ["live-from-the-dead-attempt"]
     items = await store.messages_after(accepted.conversation_id)
     assert [m.role for m in items] == ["user", "assistant", "user", "assistant"]
+
+
+class _HeldModel(ScriptedModel):
+    """Answers only once ``release`` is set (a model that takes its time)."""
+
+    def __init__(self, *answers: str) -> None:
+        super().__init__(*answers)
+        self.release = asyncio.Event()
+        self.called = asyncio.Event()
+
+    async def complete(self, messages, *, max_tokens, tools=(), on_text=None):  # type: ignore[no-untyped-def]
+        self.called.set()
+        await self.release.wait()
+        return await super().complete(messages, max_tokens=max_tokens, tools=tools)
+
+
+async def test_stop_cuts_a_model_call_short_and_the_turn_says_who_stopped_it(
+    database: Database,
+) -> None:
+    """``stop`` told in this process: the model call under way is cut, the turn ends failed
+    with "Stopped by ..." (journaled as its error), and the next turn runs as usual."""
+    store, outbound, model = Store(database), RecordingOutbound(), _HeldModel()
+    runner = _runner(store, model, outbound)
+    one = await store.accept_inbound(_message("1", "take your time"))
+    running = asyncio.create_task(
+        runner.run_conversation(one.conversation_id, owner="me", lease=30)
+    )
+    await model.called.wait()
+    asked = await store.request_stop(one.conversation_id, "web:boss")
+    assert asked is not None
+    assert (asked.turn_id, asked.status, asked.by) == (one.turn_id, "running", "web:boss")
+    assert runner.stop(asked.turn_id, by=asked.by)
+    await asyncio.wait_for(running, 5)
+    assert [r.text for r in outbound.sent] == ["Stopped by web:boss."]
+    stopped = await store.load_turn(one.turn_id)
+    assert (stopped.status, stopped.error) == ("failed", "stopped by web:boss")
+    assert [(s.kind, s.status) for s in stopped.steps] == [
+        ("model_call", "started"),
+        ("reply", "done"),
+    ]
+    model.release.set()
+    two = await store.accept_inbound(_message("2", "and now?"))
+    await runner.run_conversation(two.conversation_id, owner="me", lease=30)
+    assert [r.text for r in outbound.sent][-1] == "echo: and now?"
+    assert await store.request_stop(one.conversation_id, "web:boss") is None
+
+
+async def test_stop_asked_through_the_journal_reaches_a_running_turn(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stop`` said through another process (only the journal knows): the running turn
+    reads it while it runs and stops; one model call, no answer from it."""
+    monkeypatch.setattr("agent_core.turn_stop.POLL_SECONDS", 0.05)
+    store, outbound, model = Store(database), RecordingOutbound(), _HeldModel()
+    runner = _runner(store, model, outbound)
+    one = await store.accept_inbound(_message("1", "take your time"))
+    running = asyncio.create_task(
+        runner.run_conversation(one.conversation_id, owner="me", lease=30)
+    )
+    await model.called.wait()
+    await store.request_stop(one.conversation_id, "slack:U0OTHER")
+    await asyncio.wait_for(running, 5)
+    assert [r.text for r in outbound.sent] == ["Stopped by slack:U0OTHER."]
+    assert len(model.prompts) == 0  # the held call never answered
+
+
+async def test_a_turn_asked_to_stop_before_it_runs_makes_no_model_call(
+    database: Database,
+) -> None:
+    store, outbound, model = Store(database), RecordingOutbound(), ScriptedModel("never")
+    one = await store.accept_inbound(_message("1", "queued"))
+    await store.request_stop(one.conversation_id, "web:local")
+    await _runner(store, model, outbound).run_conversation(
+        one.conversation_id, owner="me", lease=30
+    )
+    assert model.prompts == []
+    assert [r.text for r in outbound.sent] == ["Stopped by web:local."]

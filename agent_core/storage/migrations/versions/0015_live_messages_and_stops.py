@@ -1,4 +1,5 @@
-"""live messages: the platform message a turn's reply is shown in while it is written
+"""live messages and stops: the platform message a turn's reply is shown in while it is
+written, and who asked the turn to stop
 
 Revision ID: 0015
 Revises: 0014
@@ -19,8 +20,10 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("turns") as batch:
         batch.add_column(sa.Column("live_message", sa.String(255)))
+        batch.add_column(sa.Column("stop_requested_by", sa.String(255)))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("turns") as batch:
+        batch.drop_column("stop_requested_by")
         batch.drop_column("live_message")

@@ -1,0 +1,77 @@
+"""How ``stop`` reaches a running turn: at once in the process that runs it (the chat
+command's process tells :meth:`StopSignal.stop` through the runner), and from any other
+process through the journal (``turns.stop_requested_by``), read every ``poll`` seconds
+while the turn runs. A turn checks at its step boundaries (before a model call, before a
+round of tools) and cuts a model call short; a tool call under way is never cut in half.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+from agent_core.errors import Stopped
+
+T = TypeVar("T")
+
+POLL_SECONDS = 2.0
+
+
+class StopSignal:
+    """One running turn's stop: set by :meth:`stop` or found in the journal."""
+
+    def __init__(self) -> None:
+        self._asked = asyncio.Event()
+        self.by: str | None = None
+
+    def stop(self, by: str) -> None:
+        """Stop the turn at its next step boundary (a model call under way is cut)."""
+        if self.by is None:
+            self.by = by
+        self._asked.set()
+
+    def check(self, next_seq: int) -> None:
+        """Raise ``Stopped`` when someone asked; ``next_seq`` is the journal's next free step."""
+        if self.by is not None:
+            raise Stopped(self.by, next_seq)
+
+    async def race(self, work: Awaitable[T], next_seq: int) -> T:
+        """``work``, unless a stop comes first: then it is cancelled and ``Stopped`` raised."""
+        task = asyncio.ensure_future(work)
+        asked = asyncio.ensure_future(self._asked.wait())
+        try:
+            await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            asked.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            self.check(next_seq)
+        return task.result()
+
+
+@contextlib.asynccontextmanager
+async def watching(
+    read: Callable[[], Awaitable[str | None]], *, poll: float = POLL_SECONDS
+) -> AsyncIterator[StopSignal]:
+    """A :class:`StopSignal` for the block, which also reads the journal (``read``: who
+    asked, if anyone) every ``poll`` seconds; a failed read is tried at the next poll."""
+    signal = StopSignal()
+
+    async def watch() -> None:
+        while signal.by is None:
+            await asyncio.sleep(poll)
+            with contextlib.suppress(Exception):
+                if (by := await read()) is not None:
+                    signal.stop(by)
+
+    watcher = asyncio.create_task(watch(), name="stop watch")
+    try:
+        yield signal
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
