@@ -65,28 +65,16 @@ def discord() -> Iterator[FakeDiscord]:
         yield server
 
 
-def _telegram_gateway(
-    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+def _gateway(
+    database_url: str, model_server: FakeModelServer, platform: Any, tmp_path: Path
 ) -> GatewayProcess:
+    """A gateway for ``platform`` (a fake's ``settings()``), open to everyone."""
     return GatewayProcess(
         database_url=database_url,
         workdir=tmp_path,
         CHATGATE_ACCESS="open",
         CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **telegram.settings(),
-        **model_server.settings(),
-    )
-
-
-def _discord_gateway(
-    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
-) -> GatewayProcess:
-    return GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **discord.settings(),
+        **platform.settings(),
         **model_server.settings(),
     )
 
@@ -97,7 +85,7 @@ def test_telegram_private_chat_drafts_then_one_message(
     """A private chat sees the reply grow as a draft (``sendMessageDraft``, at most one a
     second), starting while the model still writes; then one ``sendMessage`` with the whole
     reply. A fast short reply is one ``sendMessage`` and no draft."""
-    gateway = _telegram_gateway(database_url, model_server, telegram, tmp_path)
+    gateway = _gateway(database_url, model_server, telegram, tmp_path)
     gateway.start()
     try:
         model_server.script("quick one", _slow())
@@ -129,7 +117,7 @@ def test_telegram_group_one_message_edited_under_the_limit_then_killed_mid_strea
     """In a group the reply is one message, sent with the first words and edited at most
     every 3 s; the last edit holds the whole reply. Then a gateway SIGKILLed mid-stream:
     after its restart the turn finishes in that same message, and no second one is sent."""
-    gateway = _telegram_gateway(database_url, model_server, telegram, tmp_path)
+    gateway = _gateway(database_url, model_server, telegram, tmp_path)
     gateway.start()
     try:
         model_server.script(_slow())
@@ -173,7 +161,7 @@ def test_discord_one_message_edited_under_the_limit_and_a_short_reply_posted_onc
     """The reply is one message, posted with the first words (a reply to the mention) and
     edited at most every 1.2 s; the last edit holds the whole reply. A fast short reply is
     one post and no edit."""
-    gateway = _discord_gateway(database_url, model_server, discord, tmp_path)
+    gateway = _gateway(database_url, model_server, discord, tmp_path)
     gateway.start()
     discord.wait_connected()
     try:
@@ -205,19 +193,6 @@ def test_discord_one_message_edited_under_the_limit_and_a_short_reply_posted_onc
         gateway.stop()
 
 
-def _slack_gateway(
-    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
-) -> GatewayProcess:
-    return GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **slack.settings(),
-        **model_server.settings(),
-    )
-
-
 @pytest.fixture
 def slack() -> Iterator[FakeSlack]:
     with FakeSlack() as server:
@@ -231,7 +206,7 @@ def test_slack_streams_into_the_thread_and_a_short_reply_is_one_post(
     asked: started with the first words, appended to at most once a second, stopped with
     the rest and the delivery's metadata; no chat.postMessage for it. A fast short reply is
     one chat.postMessage and no stream."""
-    gateway = _slack_gateway(database_url, model_server, slack, tmp_path)
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
     gateway.start()
     try:
         model_server.script("quick one", _slow())
@@ -269,7 +244,7 @@ def test_slack_without_streaming_posts_and_updates_and_a_kill_finishes_the_same_
     gateway SIGKILLed mid-stream: after the restart the stream is stopped and its message
     replaced with the whole reply; nothing else is posted."""
     slack.streaming = False
-    gateway = _slack_gateway(database_url, model_server, slack, tmp_path)
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
     gateway.start()
     try:
         model_server.script(_slow(), _slow())
@@ -288,7 +263,7 @@ def test_slack_without_streaming_posts_and_updates_and_a_kill_finishes_the_same_
         gateway.stop()
 
         slack.streaming = True
-        gateway = _slack_gateway(database_url, model_server, slack, tmp_path)
+        gateway = _gateway(database_url, model_server, slack, tmp_path)
         gateway.start()
         longer = " ".join(f"slow{i:02d}" for i in range(80))  # about 8 s
         model_server.script(Scripted(text=longer, chunk_delay=0.1), longer)
