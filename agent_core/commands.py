@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias, get_args
 
 CommandName: TypeAlias = Literal[
-    "help", "new", "jobs", "cancel", "bg", "approve", "deny", "usage", "schedule", "stop"
+    "help", "new", "jobs", "cancel", "bg", "approve", "deny", "usage", "schedule", "stop", "busy"
 ]
 
 _COMMAND = re.compile(r"^/?(?P<name>[a-z]+)(?:\s+(?P<args>.*))?$", re.DOTALL)

@@ -35,19 +35,19 @@ from agent_core.access import MayTalk
 from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost, ModelError, Stopped, Suspended
-from agent_core.events import Reply
+from agent_core.events import Reply, utcnow
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
-from agent_core.records import FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
+from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.stores import Journal, UsageStore
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
-from agent_core.turn_stop import StopSignal, watching
+from agent_core.turn_stop import StopSignal, interrupter, watching
 
 log = structlog.get_logger("chatgate.turn")
 
@@ -110,9 +110,13 @@ class TurnRunner:
         extract_memories: bool = False,
         may_talk: MayTalk | None = None,
         stream_replies: bool = True,
+        busy_mode: BusyMode = "queue",
+        collect_seconds: float = 3.0,
     ) -> None:
         self._store = store
         self._stream_replies = stream_replies
+        self._busy_mode: BusyMode = busy_mode
+        self._collect_seconds = collect_seconds
         self._running: dict[int, StopSignal] = {}  # the turns running here, by id
         # Asked before a turn that waited goes on: its person may have lost access since.
         self._may_talk = may_talk
@@ -246,6 +250,8 @@ class TurnRunner:
                     if turn.stop_requested_by is not None:
                         raise Stopped(turn.stop_requested_by, _free_seq(turn))
                     async with self._stop_watch(turn) as stop:
+                        if self._mode(turn) == "collect" and not turn.steps:
+                            await self._quiet(turn)
                         answer = await self._think(
                             turn, pacer, stop, retry_errors=retry_errors, before_step=before_step
                         )
@@ -254,7 +260,22 @@ class TurnRunner:
                     return "waiting"
                 except Stopped as stopped:
                     log.info("turn stopped", by=stopped.by)
-                    text, error = f"Stopped by {stopped.by}.", f"stopped by {stopped.by}"
+                    newer = interrupter(stopped.by)
+                    shown = (live.message if live is not None else None) or turn.live_message
+                    if newer is not None and shown is None:
+                        # Quietly: the newer message's turn answers both.
+                        error = f"interrupted by a newer message from {newer}"
+                        await self._store.finish_turn(turn.id, status="failed", error=error)
+                        status = "failed"
+                        return status
+                    text, error = (
+                        (f"Stopped by {stopped.by}.", f"stopped by {stopped.by}")
+                        if newer is None
+                        else (
+                            "(Interrupted: answering the newer message.)",
+                            f"interrupted by a newer message from {newer}",
+                        )
+                    )
                     answer = _Answer(stopped.next_seq, "system", text, error)
                 finally:
                     if pacer is not None:
@@ -335,6 +356,25 @@ class TurnRunner:
             finally:
                 self._running.pop(turn.id, None)
 
+    def _mode(self, turn: TurnRecord) -> BusyMode:
+        return turn.busy_mode or self._busy_mode
+
+    def _takes_in(self, turn: TurnRecord, *, first: bool) -> bool:
+        """Whether messages waiting behind the turn join it before this model call: before
+        every one in ``steer``, before the first in ``collect``."""
+        mode = self._mode(turn)
+        return mode == "steer" or (mode == "collect" and first)
+
+    async def _quiet(self, turn: TurnRecord) -> None:
+        """``collect``: wait until nobody has written in the conversation for
+        ``collect_seconds`` (the messages that came meanwhile are then taken in)."""
+        while True:
+            last = await self._store.last_message_at(turn.conversation_id)
+            left = self._collect_seconds - (utcnow() - last).total_seconds() if last else 0
+            if left <= 0:
+                return
+            await asyncio.sleep(left)
+
     def _live(self, turn: TurnRecord) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that."""
         if self._model is None or not self._stream_replies:
@@ -375,6 +415,18 @@ class TurnRunner:
         seq = 1
         for _round in range(self._max_steps):
             step = turn.step(seq)
+            if step is not None and step.kind == "steer":
+                current.extend(_taken(step.input))  # journaled: the same messages again
+                seq += 1
+                step = turn.step(seq)
+            elif (
+                step is None
+                and self._takes_in(turn, first=_round == 0)
+                and (texts := await self._store.take_in(turn, seq))
+            ):
+                log.info("messages taken into the running turn", count=len(texts))
+                current.extend(ChatMessage(role="user", content=text) for text in texts)
+                seq += 1
             answered: FinishedStep | None = None
             if step is not None and step.status != "started" and isinstance(step.output, dict):
                 output = ModelCallOutput.from_json(step.output)
@@ -647,6 +699,12 @@ async def heartbeat(
         keeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await keeper
+
+
+def _taken(journaled: object) -> list[ChatMessage]:
+    """The messages a ``steer`` step took into the turn."""
+    texts = journaled.get("texts") if isinstance(journaled, dict) else None
+    return [ChatMessage(role="user", content=str(text)) for text in texts or ()]
 
 
 def _free_seq(turn: TurnRecord) -> int:

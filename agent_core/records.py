@@ -18,7 +18,8 @@ ApprovalStatus: TypeAlias = Literal[
     "pending", "approved", "allowed", "denied", "expired", "cancelled"
 ]
 ApprovalDecision: TypeAlias = Literal["approve", "allow_conversation", "deny"]
-StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply"]
+StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply", "steer"]
+BusyMode: TypeAlias = Literal["queue", "steer", "interrupt", "collect"]
 StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
 ScheduleStatus: TypeAlias = Literal["active", "paused", "done", "deleted"]
 MissedPolicy: TypeAlias = Literal["skip", "run_once", "catch_up"]
@@ -154,6 +155,8 @@ class TurnRecord:
     live_message: str | None = None
     # Who asked it to stop (``stop``), when someone did.
     stop_requested_by: str | None = None
+    # Its conversation's busy mode (``/busy``), None for the setting's.
+    busy_mode: BusyMode | None = None
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""
@@ -183,6 +186,8 @@ class Accepted:
     message_id: int
     turn_id: int
     duplicate: bool
+    # The conversation's own busy mode (``/busy``), read with it; None for the setting's.
+    busy_mode: BusyMode | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -108,6 +108,20 @@ class Settings(BaseSettings):
     model_warm_up: bool = Field(
         True, validation_alias=AliasChoices("CHATGATE_MODEL_WARM_UP", "model_warm_up")
     )
+    # What a message that arrives while a turn runs in its conversation does: wait for its
+    # own turn, join the running one, stop it and start afresh with both, or be gathered
+    # with the messages around it (README, "While the agent works"); ``/busy`` sets it per
+    # conversation.
+    busy_mode: Literal["queue", "steer", "interrupt", "collect"] = Field(
+        "queue", validation_alias=AliasChoices("CHATGATE_BUSY_MODE", "busy_mode")
+    )
+    # ``collect``: how long a conversation must be quiet before its messages are answered.
+    collect_seconds: float = Field(
+        3.0,
+        gt=0,
+        le=60,
+        validation_alias=AliasChoices("CHATGATE_COLLECT_SECONDS", "collect_seconds"),
+    )
     # Show replies as they are written where the platform can (streamed model calls; see
     # README, "Replies as they are written"); false posts every reply once it is whole.
     stream_replies: bool = Field(

@@ -23,6 +23,7 @@ from agent_core.records import (
     ApprovalRecord,
     ApprovalRequest,
     ApprovalStatus,
+    BusyMode,
     ConversationRecord,
     FinishedStep,
     HistoryLine,
@@ -61,10 +62,21 @@ class Ledger(Protocol):
         """
         ...
 
-    async def request_stop(self, conversation_id: str, user: str) -> StopRequest | None:
-        """``stop``: mark the conversation's current turn (the first not finished) as asked
-        to stop by ``user`` (the first to ask stays named); None when it has none. Returns
-        the approvals it waits for, to cancel."""
+    async def set_busy_mode(self, conversation_id: str, mode: BusyMode | None) -> None:
+        """Set the conversation's busy mode (``/busy``); None goes back to the setting's."""
+        ...
+
+    async def busy_mode(self, conversation_id: str) -> BusyMode | None:
+        """The conversation's own busy mode, if it has one."""
+        ...
+
+    async def request_stop(
+        self, conversation_id: str, user: str, *, before_turn: int | None = None
+    ) -> StopRequest | None:
+        """``stop``: mark the conversation's current turn (the first not finished; older
+        than ``before_turn`` when given) as asked to stop by ``user`` (the first to ask
+        stays named); None when it has none. Returns the approvals it waits for, to
+        cancel."""
         ...
 
     async def ledgered_among(self, platform: str, event_ids: Collection[str]) -> set[str]:
@@ -220,6 +232,16 @@ class Journal(Protocol):
         """Journal the reply step and add the reply to the history in one transaction;
         ``answered`` is the model call that produced the reply, journaled in it too, and
         with ``extract`` the job that picks durable facts out of the turn is queued in it."""
+        ...
+
+    async def last_message_at(self, conversation_id: str) -> datetime | None:
+        """When the conversation's newest message from a person arrived (``collect``)."""
+        ...
+
+    async def take_in(self, turn: TurnRecord, seq: int) -> list[str]:
+        """Take the messages that arrived after ``turn``'s and wait for turns of their own
+        into it (busy modes ``steer``, ``collect``): their turns end as merged, the journal's
+        ``steer`` step ``seq`` holds their texts; returns them, in order (none: no step)."""
         ...
 
     async def stop_requested(self, turn_id: int) -> str | None:

@@ -17,6 +17,18 @@ from agent_core.errors import Stopped
 T = TypeVar("T")
 
 POLL_SECONDS = 2.0
+_INTERRUPT = "interrupt:"
+
+
+def interrupted_by(user: str) -> str:
+    """How a turn is asked to stop for a newer message from ``user`` (busy mode
+    ``interrupt``): it ends quietly, and the newer message's turn answers both."""
+    return _INTERRUPT + user
+
+
+def interrupter(by: str) -> str | None:
+    """Who interrupted the turn with a newer message, when that is why it stops."""
+    return by.removeprefix(_INTERRUPT) if by.startswith(_INTERRUPT) else None
 
 
 class StopSignal:

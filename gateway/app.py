@@ -207,6 +207,7 @@ def build_app(
                 schedules=core.schedules,
                 submit=functools.partial(submit_or_later, queue),
                 budgets=budget_limits(settings),
+                busy_mode=settings.busy_mode,
             )
             runtime = Runtime(
                 settings=settings,
@@ -232,6 +233,7 @@ def build_app(
                         store, outbound, approvals=approvals, may_talk=gate.may_talk
                     ),
                     stop_turn=core.runner.stop,
+                    busy_mode=settings.busy_mode,
                 ),
                 commands=commands,
             )

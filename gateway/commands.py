@@ -16,7 +16,7 @@ from agent_core.errors import ScheduleActionError
 from agent_core.events import InboundMessage
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.journaled import JobsListing, RunItem, ScheduleItem
-from agent_core.records import Accepted, RunRecord, ScheduleRecord
+from agent_core.records import Accepted, BusyMode, RunRecord, ScheduleRecord
 from agent_core.scheduling.service import Schedules
 from agent_core.stores import JobStore, Ledger, UsageStore
 
@@ -36,8 +36,10 @@ class ChatCommands:
         schedules: Schedules,
         submit: Callable[[Sequence[int]], Awaitable[None]],
         budgets: BudgetLimits | None = None,
+        busy_mode: BusyMode = "queue",
     ) -> None:
         self._store = store
+        self._busy_mode: BusyMode = busy_mode
         self._gate = gate
         self._schedules = schedules
         # Hands stored jobs to the queue (``/bg``).
@@ -68,6 +70,23 @@ class ChatCommands:
                 )
             case "schedule":
                 await self._gate.tell(event, accepted, SCHEDULE_HOW)
+            case "busy":
+                await self._gate.tell(event, accepted, await self._busy(command.args, accepted))
+
+    async def _busy(self, args: str, accepted: Accepted) -> str:
+        """``/busy``: what a message sent while a turn runs does here; ``/busy MODE`` sets
+        it for this conversation (``/busy default`` goes back to the setting's)."""
+        wanted = args.strip().lower()
+        if wanted == "default":
+            await self._store.set_busy_mode(accepted.conversation_id, None)
+        elif wanted in BUSY_MODES:
+            await self._store.set_busy_mode(accepted.conversation_id, wanted)
+        elif wanted:
+            return f"Unknown mode {wanted!r}. {BUSY_HOW}"
+        own = await self._store.busy_mode(accepted.conversation_id)
+        mode = own or self._busy_mode
+        where = "set for this conversation" if own else "the default"
+        return f"Busy mode: {mode} ({where}): {BUSY_MODES[mode]}\n{BUSY_HOW}"
 
     async def _usage(self, event: InboundMessage, accepted: Accepted) -> str:
         """``usage``: this conversation's turns, calls, tokens and cost; the sender's spend
@@ -177,6 +196,7 @@ HELP = """Commands:
 /cancel ID: delete a schedule
 /bg PROMPT: work on PROMPT in the background and post the answer here
 /stop: stop what the agent is doing here (at its next step; an approval it waits for is cancelled)
+/busy [MODE]: what a message sent while the agent works does here (queue, steer, interrupt, collect)
 /usage: turns, model calls and tokens in this conversation
 /approve ID, /deny ID: decide a pending approval (or press its buttons)
 Ask in words to schedule something ("every weekday at 9, summarise ...")."""
@@ -188,6 +208,16 @@ NO_JOBS = (
     "No schedules in this conversation. Ask me to do something on a schedule, e.g. "
     '"every weekday at 9:00, summarise the open incidents".'
 )
+BUSY_MODES: dict[BusyMode, str] = {
+    "queue": "a message sent while the agent works waits for its own answer",
+    "steer": "a message sent while the agent works joins what it is doing, before its next "
+    "model call",
+    "interrupt": "a message sent while the agent works stops what it is doing, and both "
+    "messages are answered together",
+    "collect": "messages sent close together are answered together, once the conversation "
+    "is quiet for a moment",
+}
+BUSY_HOW = "/busy queue, /busy steer, /busy interrupt, /busy collect, or /busy default."
 FRESH = "Started afresh: earlier messages stay here but are no longer sent to the model."
 
 

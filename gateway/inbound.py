@@ -25,11 +25,13 @@ from agent_core.records import (
     Accepted,
     ApprovalDecision,
     ApprovalRecord,
+    BusyMode,
     ScheduleRecord,
 )
 from agent_core.revocation import Revocations
 from agent_core.scheduling.service import ScheduleAction, Schedules
 from agent_core.stores import Ledger
+from agent_core.turn_stop import interrupted_by
 from gateway.commands import ChatCommands
 from gateway.metrics import Metrics
 from gateway.supervisor import Supervisor
@@ -61,6 +63,7 @@ class Inbound:
         faults: FaultPoints | None = None,
         revocations: Revocations | None = None,
         stop_turn: StopTurn | None = None,
+        busy_mode: BusyMode = "queue",
     ) -> None:
         self._store = store
         self._supervisor = supervisor
@@ -75,6 +78,7 @@ class Inbound:
         self._revocations = revocations
         # Stops a turn running in this process at once (``TurnRunner.stop``).
         self._stop_turn = stop_turn
+        self._busy_mode: BusyMode = busy_mode
 
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
@@ -115,6 +119,14 @@ class Inbound:
             await self._command(command, event, accepted)
         else:
             await self._gate.spend(event)
+            if (accepted.busy_mode or self._busy_mode) == "interrupt":
+                # The running turn ends at its next step; this one answers both messages.
+                await self._stop_current(
+                    accepted.conversation_id,
+                    interrupted_by(event.user),
+                    shown_as=f"a newer message from {event.user}",
+                    before_turn=accepted.turn_id,
+                )
             self._supervisor.submit(accepted.conversation_id)
         self._hub.publish(event.conversation)
         return accepted
@@ -142,20 +154,32 @@ class Inbound:
         """``/stop``: the conversation's current turn ends at its next step boundary and
         says who stopped it (it runs here: told at once; elsewhere: the journal tells it
         within seconds); the approvals it waits for are cancelled, which wakes it to stop."""
-        asked = await self._store.request_stop(accepted.conversation_id, event.user)
-        if asked is None:
+        stopping = await self._stop_current(
+            accepted.conversation_id, event.user, shown_as=event.user
+        )
+        if not stopping:
             await self._gate.tell(event, accepted, NOTHING_TO_STOP)
-            return
+
+    async def _stop_current(
+        self, conversation_id: str, by: str, *, shown_as: str, before_turn: int | None = None
+    ) -> bool:
+        """Ask the conversation's current turn (older than ``before_turn``) to stop for
+        ``by``, tell it at once if it runs here, cancel the approvals it waits for (their
+        prompts name ``shown_as``); False when there is no such turn."""
+        asked = await self._store.request_stop(conversation_id, by, before_turn=before_turn)
+        if asked is None:
+            return False
         log.info("stop asked", turn_id=asked.turn_id, by=asked.by, status=asked.status)
         if self._stop_turn is not None:
             self._stop_turn(asked.turn_id, by=asked.by)
         for approval_id in asked.approvals:
-            cancelled = await self._approvals.cancel(approval_id, stopped_by=asked.by)
+            cancelled = await self._approvals.cancel(approval_id, stopped_by=shown_as)
             if cancelled is not None:
                 self._metrics.approval_ended(cancelled)
                 await self._resume(cancelled)
         if asked.status == "pending" and not asked.approvals:
-            self._supervisor.submit(accepted.conversation_id)
+            self._supervisor.submit(conversation_id)
+        return True
 
     async def change_schedule(
         self, schedule_id: str, action: ScheduleAction, *, user: str, conversation_id: str

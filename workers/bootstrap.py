@@ -309,6 +309,8 @@ def build_core(
         extract_memories=settings.memory_extract,
         may_talk=membership.may_talk,
         stream_replies=settings.stream_replies,
+        busy_mode=settings.busy_mode,
+        collect_seconds=settings.collect_seconds,
     )
     jobs = JobRunner(
         store,

@@ -53,6 +53,7 @@ _HEAD = (
         conversations.c.workspace,
         conversations.c.channel,
         conversations.c.thread,
+        conversations.c.busy_mode,
         select(messages.c.text)
         .where(messages.c.turn_id == turns.c.id, messages.c.role == "user")
         .order_by(messages.c.id)
@@ -184,6 +185,8 @@ def _turn_record(
 ) -> TurnRecord:
     """The turn as the loop sees it, from its row and ``head`` (``steps`` when just read)."""
     trigger = row.prompt if row.prompt is not None else head.trigger
+    if trigger is None and row.merged_into is not None:
+        trigger = ""  # its message was taken into turn ``merged_into``, and lives there now
     if trigger is None:
         raise LookupError(f"turn {row.id} has no opening message")
     if steps is None:
@@ -204,6 +207,7 @@ def _turn_record(
         queued=row.prompt is not None,
         live_message=row.live_message,
         stop_requested_by=row.stop_requested_by,
+        busy_mode=head.busy_mode,
     )
 
 
@@ -240,6 +244,7 @@ _CURRENT_TURN = (
     .order_by(turns.c.id)
     .limit(1)
 )
+_CURRENT_TURN_BEFORE = _CURRENT_TURN.where(turns.c.id < bindparam("b_before"))
 _ASK_STOP = (
     update(turns)
     .where(turns.c.id == bindparam("b_turn"), turns.c.stop_requested_by.is_(None))
@@ -253,10 +258,19 @@ _PENDING_APPROVALS = (
 )
 
 
-def request_stop(conn: Connection, conversation_id: str, user: str) -> StopRequest | None:
-    """Ask the conversation's current turn (the first one not finished) to stop; None when
-    it has none. The first to ask is the one the turn names."""
-    row = conn.execute(_CURRENT_TURN, {"b_id": conversation_id}).first()
+def request_stop(
+    conn: Connection, conversation_id: str, user: str, *, before_turn: int | None = None
+) -> StopRequest | None:
+    """Ask the conversation's current turn (the first one not finished, older than
+    ``before_turn`` when given) to stop; None when it has none. The first to ask is the one
+    the turn names."""
+    if before_turn is None:
+        row = conn.execute(_CURRENT_TURN, {"b_id": conversation_id}).first()
+    else:
+        found = conn.execute(
+            _CURRENT_TURN_BEFORE, {"b_id": conversation_id, "b_before": before_turn}
+        )
+        row = found.first()
     if row is None:
         return None
     conn.execute(_ASK_STOP, {"b_turn": row.id, "b_user": user})
@@ -273,6 +287,55 @@ def stop_requested(conn: Connection, turn_id: int) -> str | None:
     """Who asked the turn to stop, if anyone did."""
     found = conn.execute(_STOP_ASKED, {"b_turn": turn_id}).scalar()
     return str(found) if found is not None else None
+
+
+_LATER_PENDING = (
+    select(turns.c.id)
+    .where(
+        turns.c.conversation_id == bindparam("b_id"),
+        turns.c.id > bindparam("b_turn"),
+        turns.c.status == "pending",
+        turns.c.lane == "inline",
+    )
+    .order_by(turns.c.id)
+)
+_MERGE = (
+    update(turns)
+    .where(turns.c.id.in_(bindparam("b_ids", expanding=True)), turns.c.status == "pending")
+    .values(status="done", merged_into=bindparam("b_turn"), finished_at=bindparam("b_now"))
+)
+_THEIR_TEXTS = (
+    select(messages.c.text)
+    .where(messages.c.turn_id.in_(bindparam("b_ids", expanding=True)), messages.c.role == "user")
+    .order_by(messages.c.id)
+)
+_MOVE_MESSAGES = (
+    update(messages)
+    .where(messages.c.turn_id.in_(bindparam("b_ids", expanding=True)), messages.c.role == "user")
+    .values(turn_id=bindparam("b_turn"))
+)
+
+
+def take_in(conn: Connection, turn: TurnRecord, seq: int) -> list[str]:
+    """The messages that arrived after ``turn``'s and wait for turns of their own, taken
+    into it instead (busy modes ``steer`` and ``collect``), in order: their turns are done
+    (``merged_into``), their messages become this turn's, and the journal's ``steer`` step
+    at ``seq`` holds their texts, so a resumed turn sees them again. Empty (no step) when
+    none waits."""
+    ids = [
+        int(i)
+        for i in conn.execute(
+            _LATER_PENDING, {"b_id": turn.conversation_id, "b_turn": turn.id}
+        ).scalars()
+    ]
+    if not ids:
+        return []
+    texts = [str(t) for t in conn.execute(_THEIR_TEXTS, {"b_ids": ids}).scalars()]
+    conn.execute(_MERGE, {"b_ids": ids, "b_turn": turn.id, "b_now": utcnow()})
+    conn.execute(_MOVE_MESSAGES, {"b_ids": ids, "b_turn": turn.id})
+    begin_step(conn, turn.id, seq, kind="steer", input={"turns": list(ids), "texts": list(texts)})
+    finish_step(conn, turn.id, seq, kind="steer", status="done", output={"taken": len(ids)})
+    return texts
 
 
 def reply_chunks_sent(conn: Connection, turn_id: int, seq: int, receipts: list[str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast, get_args
 
 from pydantic import JsonValue
 from sqlalchemy import bindparam, exists, func, insert, or_, select, true, update
@@ -22,6 +22,7 @@ from agent_core.events import ConversationKey, InboundMessage, utcnow
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
+    BusyMode,
     ConversationRecord,
     HistoryLine,
     MessageRecord,
@@ -57,7 +58,7 @@ def _upsert_conversation_statement(dialect: Any) -> Any:
     return statement.on_conflict_do_update(
         index_elements=["platform", "workspace", "channel", "thread"],
         set_={"updated_at": statement.excluded.updated_at},
-    ).returning(conversations.c.id)
+    ).returning(conversations.c.id, conversations.c.busy_mode)
 
 
 _UPSERT_CONVERSATION = {
@@ -141,19 +142,18 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
     # No look-up first: duplicates are rare, and the ledger's unique key rejects them
     # (the caller then reads what the first delivery created).
     now = utcnow()
-    conversation_id = str(
-        conn.execute(
-            _UPSERT_CONVERSATION[conn.dialect.name],
-            {
-                "b_id": uuid.uuid4().hex,
-                "b_platform": event.platform,
-                "b_workspace": event.workspace,
-                "b_channel": event.channel,
-                "b_thread": event.thread or "",
-                "b_now": now,
-            },
-        ).scalar_one()
-    )
+    conversation = conn.execute(
+        _UPSERT_CONVERSATION[conn.dialect.name],
+        {
+            "b_id": uuid.uuid4().hex,
+            "b_platform": event.platform,
+            "b_workspace": event.workspace,
+            "b_channel": event.channel,
+            "b_thread": event.thread or "",
+            "b_now": now,
+        },
+    ).one()
+    conversation_id = str(conversation.id)
     turn_id = (
         int(
             conn.execute(
@@ -203,6 +203,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
         message_id=message_id,
         turn_id=turn_id or 0,
         duplicate=False,
+        busy_mode=conversation.busy_mode,
     )
 
 
@@ -387,6 +388,33 @@ def messages_after(
     rows = conn.execute(_MESSAGES_AFTER, params).all()
     found = approval_sql.load_many(conn, [r.approval_id for r in rows if r.approval_id])
     return [_message(row, approval=found.get(row.approval_id)) for row in rows]
+
+
+_SET_BUSY_MODE = (
+    update(conversations)
+    .where(conversations.c.id == bindparam("b_id"))
+    .values(busy_mode=bindparam("b_mode"))
+)
+_BUSY_MODE = select(conversations.c.busy_mode).where(conversations.c.id == bindparam("b_id"))
+
+
+_LAST_MESSAGE_AT = select(func.max(messages.c.created_at)).where(
+    messages.c.conversation_id == bindparam("b_id"), messages.c.role == "user"
+)
+
+
+def last_message_at(conn: Connection, conversation_id: str) -> datetime | None:
+    found = conn.execute(_LAST_MESSAGE_AT, {"b_id": conversation_id}).scalar()
+    return found if isinstance(found, datetime) else None
+
+
+def set_busy_mode(conn: Connection, conversation_id: str, mode: BusyMode | None) -> None:
+    conn.execute(_SET_BUSY_MODE, {"b_id": conversation_id, "b_mode": mode})
+
+
+def busy_mode(conn: Connection, conversation_id: str) -> BusyMode | None:
+    found = conn.execute(_BUSY_MODE, {"b_id": conversation_id}).scalar()
+    return cast(BusyMode, found) if found in get_args(BusyMode) else None
 
 
 def conversation_id_for(conn: Connection, key: ConversationKey) -> str | None:

@@ -79,6 +79,8 @@ conversations = Table(
     # model sees it instead of those turns' messages.
     Column("summary", Text),
     Column("summary_turn", Id),
+    # What a message arriving while a turn runs does here (``/busy``); NULL: the setting.
+    Column("busy_mode", String(16)),
     UniqueConstraint("platform", "workspace", "channel", "thread", name="uq_conversations_key"),
     Index("ix_conversations_platform_updated", "platform", "updated_at"),
 )
@@ -148,6 +150,9 @@ turns = Table(
     Column("live_message", String(255)),
     # Who said ``stop`` to the turn: it ends at its next step boundary (see ``loop``).
     Column("stop_requested_by", String(255)),
+    # The turn that took this one's message in (busy modes ``steer`` and ``collect``): this
+    # one is done without a reply of its own.
+    Column("merged_into", Id),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
 )

@@ -22,6 +22,7 @@ from agent_core.records import (
     ApprovalRecord,
     ApprovalRequest,
     ApprovalStatus,
+    BusyMode,
     ConversationRecord,
     FinishedStep,
     HistoryLine,
@@ -199,9 +200,29 @@ class Store(PeopleRows):
             extract=extract,
         )
 
-    async def request_stop(self, conversation_id: str, user: str) -> StopRequest | None:
+    async def take_in(self, turn: TurnRecord, seq: int) -> list[str]:
+        """Take the messages waiting behind ``turn`` into it (journaled as step ``seq``)."""
+        return await self.database.write(journal.take_in, turn, seq)
+
+    async def last_message_at(self, conversation_id: str) -> datetime | None:
+        """When the conversation's newest message from a person arrived."""
+        return await self.database.read(ledger.last_message_at, conversation_id)
+
+    async def set_busy_mode(self, conversation_id: str, mode: BusyMode | None) -> None:
+        """The conversation's busy mode (None: the setting's)."""
+        await self.database.write(ledger.set_busy_mode, conversation_id, mode)
+
+    async def busy_mode(self, conversation_id: str) -> BusyMode | None:
+        """The conversation's own busy mode, if it has one."""
+        return await self.database.read(ledger.busy_mode, conversation_id)
+
+    async def request_stop(
+        self, conversation_id: str, user: str, *, before_turn: int | None = None
+    ) -> StopRequest | None:
         """Ask the conversation's current turn to stop (None: nothing runs or waits)."""
-        return await self.database.write(journal.request_stop, conversation_id, user)
+        return await self.database.write(
+            journal.request_stop, conversation_id, user, before_turn=before_turn
+        )
 
     async def stop_requested(self, turn_id: int) -> str | None:
         """Who asked the turn to stop, if anyone did."""

@@ -426,3 +426,28 @@ async def test_a_turn_asked_to_stop_before_it_runs_makes_no_model_call(
     )
     assert model.prompts == []
     assert [r.text for r in outbound.sent] == ["Stopped by web:local."]
+
+
+async def test_messages_taken_into_a_turn_are_taken_again_when_it_resumes(
+    database: Database,
+) -> None:
+    """A turn that took a later message in (``steer``, ``collect``) and died before its
+    model call: resumed (in any busy mode), it sends the model both messages from its
+    journal, and the later message's turn, merged, never runs."""
+    store, outbound, model = Store(database), RecordingOutbound(), ScriptedModel("both, then")
+    one = await store.accept_inbound(_message("1", "first"))
+    two = await store.accept_inbound(_message("2", "second"))
+    turn = await store.start_turn(one.turn_id)
+    assert await store.take_in(turn, 1) == ["second"]
+    assert await store.take_in(turn, 2) == []  # nothing waits any more
+    runner = _runner(store, model, outbound)
+    assert await runner.run_conversation(one.conversation_id, owner="me", lease=30) == 1
+    assert [m.content for m in model.prompts[0]][-2:] == ["first", "second"]
+    assert [r.text for r in outbound.sent] == ["both, then"]
+    merged = await store.load_turn(two.turn_id)
+    assert merged.status == "done"
+    assert [s.kind for s in (await store.load_turn(one.turn_id)).steps] == [
+        "steer",
+        "model_call",
+        "reply",
+    ]
