@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import Literal, Protocol, TypeAlias
 
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Platform, Reply
@@ -11,6 +11,9 @@ from agent_core.live_reply import LiveReply
 
 ChunkSent = Callable[[int, str], Awaitable[None]]
 """Told each chunk of a long reply as the platform accepts it: (index, message id)."""
+
+TurnState: TypeAlias = Literal["working", "waiting", "done", "failed"]
+"""What a turn is doing, as shown on the message that opened it (``Outbound.mark``)."""
 
 
 class Outbound(Protocol):
@@ -32,6 +35,20 @@ class Outbound(Protocol):
 
     async def edit(self, edit: Edit) -> None:
         """Change a message we sent (an approval prompt once decided)."""
+        ...
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """Show ``state`` on the message that opened a turn (a reaction, replacing the one
+        for ``previous``), and a typing indicator while ``working`` where the platform has
+        one (called again every few seconds while the turn works); nothing where the
+        platform has neither. May raise: the turn goes on regardless."""
         ...
 
     def live(
@@ -72,6 +89,19 @@ class OutboundRouter:
     async def edit(self, edit: Edit) -> None:
         """Edit through the platform's sender."""
         await self._sender(edit.message.conversation.platform).edit(edit)
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """Mark through the platform's sender."""
+        await self._sender(conversation.platform).mark(
+            conversation, message_id, state, previous=previous
+        )
 
     def live(
         self,

@@ -47,6 +47,7 @@ from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
+from agent_core.turn_marks import TurnMarks
 from agent_core.turn_stop import StopSignal, interrupter, watching
 
 log = structlog.get_logger("chatgate.turn")
@@ -112,11 +113,13 @@ class TurnRunner:
         stream_replies: bool = True,
         busy_mode: BusyMode = "queue",
         collect_seconds: float = 3.0,
+        show_marks: bool = True,
     ) -> None:
         self._store = store
         self._stream_replies = stream_replies
         self._busy_mode: BusyMode = busy_mode
         self._collect_seconds = collect_seconds
+        self._show_marks = show_marks
         self._running: dict[int, StopSignal] = {}  # the turns running here, by id
         # Asked before a turn that waited goes on: its person may have lost access since.
         self._may_talk = may_talk
@@ -246,6 +249,9 @@ class TurnRunner:
                     if live is not None
                     else None
                 )
+                marks = TurnMarks(self._outbound, turn) if self._show_marks else None
+                if marks is not None:
+                    marks.start()
                 try:
                     if turn.stop_requested_by is not None:
                         raise Stopped(turn.stop_requested_by, _free_seq(turn))
@@ -257,6 +263,8 @@ class TurnRunner:
                         )
                 except Suspended:
                     log.info("turn waiting for a decision", attempt=turn.attempts + 1)
+                    if marks is not None:
+                        await marks.end("waiting")
                     return "waiting"
                 except Stopped as stopped:
                     log.info("turn stopped", by=stopped.by)
@@ -280,7 +288,11 @@ class TurnRunner:
                 finally:
                     if pacer is not None:
                         await pacer.close()
+                    if marks is not None:
+                        await marks.stop()
                 final: TurnStatus = "failed" if answer.error else "done"
+                if marks is not None:
+                    await marks.end("failed" if answer.error else "done")
                 await self._reply_step(
                     turn,
                     answer.seq,

@@ -122,6 +122,11 @@ class Settings(BaseSettings):
         le=60,
         validation_alias=AliasChoices("CHATGATE_COLLECT_SECONDS", "collect_seconds"),
     )
+    # Show what a turn that takes a while is doing on the message that opened it (a reaction:
+    # working, waiting for a person, done, failed) and a typing indicator meanwhile.
+    status_marks: bool = Field(
+        True, validation_alias=AliasChoices("CHATGATE_STATUS_MARKS", "status_marks")
+    )
     # Show replies as they are written where the platform can (streamed model calls; see
     # README, "Replies as they are written"); false posts every reply once it is whole.
     stream_replies: bool = Field(

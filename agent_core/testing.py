@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from agent_core.budgets import BudgetLimits
-from agent_core.delivery import ChunkSent, Outbound
+from agent_core.delivery import ChunkSent, Outbound, TurnState
 from agent_core.errors import ModelError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
@@ -118,8 +118,20 @@ class RecordingOutbound:
         self.sent: list[Reply | ApprovalPrompt] = []
         self.edits: list[Edit] = []
         self.lives: list[RecordingLiveReply] = []
+        self.marks: list[tuple[str, TurnState, TurnState | None]] = []
         self._live_interval = live_interval
         self._live_posts = live_posts
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """Record the mark."""
+        self.marks.append((message_id, state, previous))
 
     def live(
         self,

@@ -311,6 +311,7 @@ def build_core(
         stream_replies=settings.stream_replies,
         busy_mode=settings.busy_mode,
         collect_seconds=settings.collect_seconds,
+        show_marks=settings.status_marks,
     )
     jobs = JobRunner(
         store,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.chunking import DISCORD_LIMIT, split_message
 from adapters.discord.render import approval_content, approval_view, jobs_view, nonce
 from adapters.markdown import to_discord
-from agent_core.delivery import ChunkSent
+from agent_core.delivery import ChunkSent, TurnState
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.journaled import JobsListing
@@ -34,6 +34,10 @@ def _payload_view(payload: Mapping[str, Any] | None) -> discord.ui.View | None:
     """A ``jobs`` listing's buttons, when the payload holds one."""
     listing = JobsListing.from_payload(payload)
     return jobs_view(listing.jobs) if listing is not None else None
+
+
+REACTIONS: dict[TurnState, str] = {"working": "⏳", "waiting": "✋", "done": "✅", "failed": "❌"}
+"""The reaction a turn's state shows on the message that opened it."""
 
 
 class DiscordSender:
@@ -141,6 +145,25 @@ class DiscordSender:
             except discord.NotFound:
                 return False
         return True
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """The bot's reaction on the message, the one for ``previous`` taken off (the
+        gateway shows "typing…" itself while a turn runs)."""
+        if state == previous:
+            return
+        client = await self.client()
+        channel = int(conversation.thread or conversation.channel)
+        with _delivered():
+            if previous is not None:
+                await client.http.remove_own_reaction(channel, int(message_id), REACTIONS[previous])
+            await client.http.add_reaction(channel, int(message_id), REACTIONS[state])
 
     def live(
         self,

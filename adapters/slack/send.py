@@ -18,7 +18,7 @@ from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.markdown import escape_slack, to_slack_mrkdwn
 from adapters.slack.parse import bare_user
 from adapters.slack.render import approval_blocks, jobs_blocks
-from agent_core.delivery import ChunkSent
+from agent_core.delivery import ChunkSent, TurnState
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
@@ -43,6 +43,25 @@ DELIVERY_EVENT = "chatgate_delivery"
 # out as few as 15 messages a page, and one page a minute, to some apps).
 _LOOKUP_LIMIT = 400
 _LOOKUP_PAGES = 3
+
+
+REACTIONS: dict[TurnState, str] = {
+    "working": "hourglass_flowing_sand",
+    "waiting": "raised_hand",
+    "done": "white_check_mark",
+    "failed": "x",
+}
+"""The reaction a turn's state shows on the message that opened it."""
+
+
+@contextlib.contextmanager
+def _unless(error: str) -> Iterator[None]:
+    """Slack's ``error`` is no error here (a reaction already there, or gone already)."""
+    try:
+        yield
+    except SlackApiError as exc:
+        if exc.response.get("error") != error:
+            raise
 
 
 STREAM_PREFIX = "stream:"
@@ -272,6 +291,29 @@ class SlackSender:
                 return None
             raise
         return ts
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """A reaction on the message (``reactions:write``), the one for ``previous`` taken
+        off; a Slack bot has no typing indicator."""
+        if state == previous:
+            return
+        with _delivered():
+            if previous is not None:
+                with _unless("no_reaction"):
+                    await self.client.reactions_remove(
+                        channel=conversation.channel, timestamp=message_id, name=REACTIONS[previous]
+                    )
+            with _unless("already_reacted"):
+                await self.client.reactions_add(
+                    channel=conversation.channel, timestamp=message_id, name=REACTIONS[state]
+                )
 
     def live(
         self,

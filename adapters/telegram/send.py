@@ -15,7 +15,7 @@ from adapters.chunking import TELEGRAM_LIMIT, split_message
 from adapters.markdown import to_telegram_html
 from adapters.telegram.parse import BotIdentity
 from adapters.telegram.render import approval_keyboard, approval_text, jobs_keyboard
-from agent_core.delivery import ChunkSent
+from agent_core.delivery import ChunkSent, TurnState
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
@@ -24,6 +24,9 @@ from agent_core.journaled import JobsListing
 if TYPE_CHECKING:
     from telegram import Bot, InlineKeyboardMarkup
 
+# The reaction a turn's state shows on the message that opened it (from the emoji Telegram
+# lets a bot react with).
+REACTIONS: dict[TurnState, str] = {"working": "✍", "waiting": "🙏", "done": "👌", "failed": "😢"}
 # An answerCallbackQuery text is at most 200 characters.
 _ALERT_LIMIT = 200
 
@@ -173,6 +176,30 @@ class TelegramSender:
             if isinstance(cause, TelegramBadRequest) and "not modified" in str(cause).lower():
                 return
             raise
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """The bot's reaction on the message (one at a time: each replaces the last), and
+        "typing…" while the turn works (it lasts five seconds: the turn marks again)."""
+        chat = int(conversation.channel)
+        if state == "working":
+            thread = int(conversation.thread) if conversation.thread else None
+            await self._call(
+                "send_chat_action", chat_id=chat, action="typing", message_thread_id=thread
+            )
+        if state != previous:
+            await self._call(
+                "set_message_reaction",
+                chat_id=chat,
+                message_id=int(message_id),
+                reaction=REACTIONS[state],
+            )
 
     def live(
         self,

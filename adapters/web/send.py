@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent_core.delivery import ChunkSent
+from agent_core.delivery import ChunkSent, TurnState
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 
 
@@ -87,6 +87,16 @@ class WebSender:
     async def edit(self, edit: Edit) -> None:
         """The decision is already stored beside the prompt: wake the streams."""
         self._hub.publish(edit.message.conversation)
+
+    async def mark(
+        self,
+        conversation: ConversationKey,
+        message_id: str,
+        state: TurnState,
+        *,
+        previous: TurnState | None,
+    ) -> None:
+        """Nothing: the page says the agent is thinking, and shows an approval it waits for."""
 
     def live(
         self,

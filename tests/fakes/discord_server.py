@@ -63,6 +63,8 @@ class FakeDiscord(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.messages: dict[str, dict[str, Any]] = {}
+        # The bot's reactions, by message id (emoji as the path carried them, decoded).
+        self.reactions: dict[str, list[str]] = {}
         # Every message (people's and the bot's) by channel, oldest first.
         self.history: dict[str, list[dict[str, Any]]] = {}
         # The current session's dispatches (a RESUME replays those after its seq).
@@ -392,6 +394,13 @@ class FakeDiscord(LoopbackServer):
         if route.startswith("GET channels/") and len(parts) == 3 and parts[2] == "messages":
             await asyncio.sleep(self.history_delay)
             return self._history(parts[1], request.query)
+        if len(parts) == 7 and parts[4] == "reactions" and parts[6] == "@me":
+            mine = self.reactions.setdefault(parts[3], [])
+            if request.method == "PUT" and parts[5] not in mine:
+                mine.append(parts[5])
+            elif request.method == "DELETE" and parts[5] in mine:
+                mine.remove(parts[5])
+            return web.Response(status=204)
         if request.method == "PATCH" and len(parts) == 4 and parts[2] == "messages":
             return self._edit(parts[3], body or {})
         if parts[0] == "interactions" and parts[-1] == "callback":

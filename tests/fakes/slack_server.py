@@ -61,7 +61,7 @@ class FakeSlack(LoopbackServer):
         # What auth.test reports in X-OAuth-Scopes.
         self.scopes = (
             "app_mentions:read,chat:write,commands,im:history,channels:history,groups:history,"
-            "files:read"
+            "files:read,reactions:write"
         )
         # Socket Mode: envelopes to push to the connected client, and its acks.
         self.acks: list[dict[str, Any]] = []
@@ -71,6 +71,8 @@ class FakeSlack(LoopbackServer):
         self.refuse_connections = False
         # Whether the chat streaming API answers (an app without it is refused).
         self.streaming = True
+        # The bot's reactions, by (channel, message ts).
+        self.reactions: dict[tuple[str, str], list[str]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
         # Every message posted, in order: {channel, ts, thread_ts, text, metadata}.
@@ -215,6 +217,8 @@ class FakeSlack(LoopbackServer):
             return web.json_response(
                 {"ok": True, "channel": arguments.get("channel"), "ts": ts, "message_ts": ts}
             )
+        if method in ("reactions.add", "reactions.remove"):
+            return web.json_response(self._react(method, arguments))
         if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
             return web.json_response(self._stream(method, arguments))
         if method in ("conversations.replies", "conversations.history"):
@@ -224,6 +228,21 @@ class FakeSlack(LoopbackServer):
                 )
             return web.json_response(self._read(method, arguments))
         return web.json_response({"ok": False, "error": "unknown_method"})
+
+    def _react(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The bot's reactions per message, as Slack keeps them."""
+        key = (str(arguments.get("channel")), str(arguments.get("timestamp")))
+        names = self.reactions.setdefault(key, [])
+        name = str(arguments.get("name"))
+        if method == "reactions.add":
+            if name in names:
+                return {"ok": False, "error": "already_reacted"}
+            names.append(name)
+        else:
+            if name not in names:
+                return {"ok": False, "error": "no_reaction"}
+            names.remove(name)
+        return {"ok": True}
 
     def message(self, ts: str) -> dict[str, Any] | None:
         """The message posted (or streamed) with this ts."""

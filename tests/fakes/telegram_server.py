@@ -107,6 +107,8 @@ class FakeTelegram(LoopbackServer):
         self._closing = False
         self._polling = False
         self.conflicts = 0
+        # The bot's reaction on each message, by (chat id, message id).
+        self.reactions: dict[tuple[int, int], list[str]] = {}
 
     @property
     def api_url(self) -> str:
@@ -240,6 +242,16 @@ class FakeTelegram(LoopbackServer):
         return True
 
     async def _sendChatAction(self, arguments: dict[str, Any]) -> Any:
+        return True
+
+    async def _setMessageReaction(self, arguments: dict[str, Any]) -> Any:
+        """The bot's one reaction on a message (each call replaces it)."""
+        key = (int(arguments["chat_id"]), int(arguments["message_id"]))
+        reaction = arguments.get("reaction")
+        if isinstance(reaction, str):
+            reaction = json.loads(reaction)
+        with self._lock:
+            self.reactions[key] = [r["emoji"] for r in reaction or []]
         return True
 
     async def _setWebhook(self, arguments: dict[str, Any]) -> Any:

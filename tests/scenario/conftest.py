@@ -10,8 +10,11 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent_core.settings import Settings, load_settings
 from gateway.app import build_app
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.http_echo import EchoServer
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import FakeSlack
+from tests.fakes.telegram_server import FakeTelegram
 
 ClientFactory = Callable[..., Awaitable[TestClient[Any, Any]]]
 
@@ -50,4 +53,25 @@ async def make_client(
 def echo() -> Iterator[EchoServer]:
     """The API the http_request tool calls in these tests."""
     with EchoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    """The fake Slack Web API."""
+    with FakeSlack() as server:
+        yield server
+
+
+@pytest.fixture
+def telegram() -> Iterator[FakeTelegram]:
+    """The fake Telegram Bot API."""
+    with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def discord() -> Iterator[FakeDiscord]:
+    """The fake Discord REST API and gateway."""
+    with FakeDiscord() as server:
         yield server

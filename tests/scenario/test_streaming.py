@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +50,6 @@ def _wait(check: Any, timeout: float = 30) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
-
-
-@pytest.fixture
-def telegram() -> Iterator[FakeTelegram]:
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture
-def discord() -> Iterator[FakeDiscord]:
-    with FakeDiscord() as server:
-        yield server
 
 
 def _gateway(
@@ -191,12 +178,6 @@ def test_discord_one_message_edited_under_the_limit_and_a_short_reply_posted_onc
         ]  # the quick reply was never edited
     finally:
         gateway.stop()
-
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as server:
-        yield server
 
 
 def test_slack_streams_into_the_thread_and_a_short_reply_is_one_post(
