@@ -43,20 +43,28 @@ class TurnMarks:
         self._every = every
         self._shown: TurnState | None = None
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
-        """Mark the turn ``working`` once it has worked a while, and keep the mark fresh."""
+        """Mark the turn ``working`` once it has worked a while, and keep the mark fresh
+        (a timer until then, not a task: most turns are over before it)."""
         if self._turn.reply_to is not None:
-            self._task = asyncio.create_task(self._working(), name="turn marks")
+            self._timer = asyncio.get_running_loop().call_later(self._after, self._begin)
+
+    def _begin(self) -> None:
+        self._timer = None
+        self._task = asyncio.create_task(self._working(), name="turn marks")
 
     async def _working(self) -> None:
-        await asyncio.sleep(self._after)
         while True:
             await self._mark("working")
             await asyncio.sleep(self._every)
 
     async def stop(self) -> None:
         """Stop marking the turn ``working`` (it stopped working, or this process stops)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

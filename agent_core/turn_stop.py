@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agent_core.errors import Stopped
 
@@ -35,14 +35,15 @@ class StopSignal:
     """One running turn's stop: set by :meth:`stop` or found in the journal."""
 
     def __init__(self) -> None:
-        self._asked = asyncio.Event()
         self.by: str | None = None
+        self._cuttable: asyncio.Future[Any] | None = None  # a model call under way
 
     def stop(self, by: str) -> None:
         """Stop the turn at its next step boundary (a model call under way is cut)."""
         if self.by is None:
             self.by = by
-        self._asked.set()
+        if self._cuttable is not None:
+            self._cuttable.cancel()
 
     def check(self, next_seq: int) -> None:
         """Raise ``Stopped`` when someone asked; ``next_seq`` is the journal's next free step."""
@@ -51,18 +52,23 @@ class StopSignal:
 
     async def race(self, work: Awaitable[T], next_seq: int) -> T:
         """``work``, unless a stop comes first: then it is cancelled and ``Stopped`` raised."""
+        self.check(next_seq)
         task = asyncio.ensure_future(work)
-        asked = asyncio.ensure_future(self._asked.wait())
+        self._cuttable = task
         try:
-            await asyncio.wait({task, asked}, return_when=asyncio.FIRST_COMPLETED)
+            return await task
+        except asyncio.CancelledError:
+            if task.cancelled() and self.by is not None and not _cancelling():
+                raise Stopped(self.by, next_seq) from None
+            raise
         finally:
-            asked.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-            self.check(next_seq)
-        return task.result()
+            self._cuttable = None
+
+
+def _cancelling() -> bool:
+    """Whether the task running this is itself being cancelled (not only what it awaits)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 @contextlib.asynccontextmanager
@@ -72,18 +78,27 @@ async def watching(
     """A :class:`StopSignal` for the block, which also reads the journal (``read``: who
     asked, if anyone) every ``poll`` seconds; a failed read is tried at the next poll."""
     signal = StopSignal()
+    watcher: asyncio.Task[None] | None = None
 
     async def watch() -> None:
         while signal.by is None:
-            await asyncio.sleep(poll)
             with contextlib.suppress(Exception):
                 if (by := await read()) is not None:
                     signal.stop(by)
+                    return
+            await asyncio.sleep(poll)
 
-    watcher = asyncio.create_task(watch(), name="stop watch")
+    def begin() -> None:
+        nonlocal watcher
+        watcher = asyncio.create_task(watch(), name="stop watch")
+
+    # A timer, not a task, until the first read is due: most turns are over before it.
+    timer = asyncio.get_running_loop().call_later(poll, begin)
     try:
         yield signal
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        timer.cancel()
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
