@@ -8,11 +8,15 @@ turn."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.journal import wait_all_settled
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.scenario.conftest import ClientFactory
 from tests.scenario.test_approvals_api import _items, _post, _until, tool_call
@@ -162,3 +166,47 @@ async def test_a_message_at_another_gateway_reaches_the_turn_through_the_journal
         assert items[-1]["text"] == "answered at last"
         assert _users(model_server.requests[1])[-2:] == ["a long question", "a better question"]
         assert all(i["text"] != "never delivered" for i in items)
+
+
+def test_a_steered_turn_killed_before_its_next_answer_sends_both_messages_again(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """``steer`` across a restart: the second message joins the running turn (journaled),
+    the gateway is SIGKILLed while the model writes the answer to both; the restarted
+    gateway resumes the turn with both messages again, answers once, and the second
+    message never gets a turn of its own: exactly three model requests."""
+    calling = tool_call("list_schedules", {})
+    calling.delay = 2.0
+    model_server.script(calling, Scripted(text="cut off", delay=30), "both, at last")
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_BUSY_MODE="steer",
+        CHATGATE_LEASE_SECONDS="3",
+        **model_server.settings(),
+    )
+    gateway.start()
+    try:
+        send = functools.partial(http, "POST", f"{gateway.url}/api/messages")
+        status, first = send({"conversation": "steered", "text": "what is scheduled?"})
+        assert status == 202
+        model_server.wait_for_requests(1)
+        assert send({"conversation": "steered", "text": "and in French"})[0] == 202
+        model_server.wait_for_requests(2)
+        assert _users(model_server.requests[1])[-2:] == ["what is scheduled?", "and in French"]
+        gateway.kill()
+        gateway.start()
+        wait_all_settled(database_url, started=2, timeout=60)
+        status, body = http(
+            "GET", f"{gateway.url}/api/conversations/{first['conversation_id']}/messages"
+        )
+        assert status == 200
+        assert [(i["role"], i["text"]) for i in body["items"]] == [
+            ("user", "what is scheduled?"),
+            ("user", "and in French"),
+            ("assistant", "both, at last"),
+        ]
+        assert len(model_server.requests) == 3
+        assert _users(model_server.requests[2])[-2:] == ["what is scheduled?", "and in French"]
+    finally:
+        gateway.stop()
