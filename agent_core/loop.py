@@ -271,9 +271,12 @@ class TurnRunner:
                     newer = interrupter(stopped.by)
                     shown = (live.message if live is not None else None) or turn.live_message
                     if newer is not None and shown is None:
-                        # Quietly: the newer message's turn answers both.
+                        # Quietly: the newer message's turn answers both (its message is
+                        # taken care of: a working mark on it becomes done).
                         error = f"interrupted by a newer message from {newer}"
                         await self._store.finish_turn(turn.id, status="failed", error=error)
+                        if marks is not None:
+                            await marks.end("done")
                         status = "failed"
                         return status
                     text, error = (

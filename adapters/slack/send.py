@@ -4,6 +4,7 @@ API client; every Slack API error becomes a ``DeliveryError`` in one place."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 
 import structlog
@@ -263,12 +264,13 @@ class SlackSender:
         metadata = delivery_metadata(key)
         if stream:
             sent = self.streamed.pop(ts, None)
-            if sent is not None and len(messages) == 1 and markdown.startswith(sent):
+            safe = defang(markdown)
+            if sent is not None and len(messages) == 1 and safe.startswith(sent):
                 with _delivered():
                     await self.client.chat_stopStream(
                         channel=channel,
                         ts=ts,
-                        markdown_text=markdown[len(sent) :] or None,
+                        markdown_text=safe[len(sent) :] or None,
                         metadata=metadata,
                     )
                 return ts
@@ -403,24 +405,24 @@ class SlackLiveReply:
                 )
             else:
                 ts = self.message.removeprefix(STREAM_PREFIX)
-                sent = self._sender.streamed.get(ts)
-                if sent is None or not text.startswith(sent) or len(text) == len(sent):
+                sent, safe = self._sender.streamed.get(ts), _sendable(text)
+                if sent is None or not safe.startswith(sent) or len(safe) == len(sent):
                     return  # a stream an earlier attempt ran, or text that started over
                 await client.chat_appendStream(
-                    channel=channel, ts=ts, markdown_text=text[len(sent) :]
+                    channel=channel, ts=ts, markdown_text=safe[len(sent) :]
                 )
-                self._sender.streamed[ts] = text
+                self._sender.streamed[ts] = safe
 
     async def _start(self, text: str) -> bool:
         """Start a stream with ``text``; False where Slack will not stream here."""
-        thread = self._conversation.thread
-        if self._sender.streams is False or not thread or not text:
+        thread, safe = self._conversation.thread, _sendable(text)
+        if self._sender.streams is False or not thread or not safe:
             return False
         try:
             response = await self._sender.client.chat_startStream(
                 channel=self._conversation.channel,
                 thread_ts=thread,
-                markdown_text=text,
+                markdown_text=safe,
                 recipient_team_id=self._conversation.workspace,
                 recipient_user_id=bare_user(self._user),
             )
@@ -437,12 +439,29 @@ class SlackLiveReply:
             return False
         self._sender.streams = True
         ts = str(response["ts"])
-        self._sender.streamed[ts] = text
+        self._sender.streamed[ts] = safe
         self.message = STREAM_PREFIX + ts
         return True
 
     async def close(self) -> None:
         """Nothing to end: the reply stops the stream, or replaces the message."""
+
+
+_MENTION = re.compile(r"<(?=[!@#])")
+
+
+def defang(markdown: str) -> str:
+    """The model's Markdown for a chat stream, with Slack's mention syntax broken
+    (``<!channel>``, ``<@U123>``, ``<#C123>``: a zero-width space after the ``<``), as the
+    posted replies' rendering escapes it: nothing the model writes pings anyone."""
+    return _MENTION.sub("<\u200b", markdown)
+
+
+def _sendable(text: str) -> str:
+    """What of the text so far may go to the stream: defanged, and without a last ``<``
+    whose next character (a mention's?) is not written yet."""
+    safe = defang(text)
+    return safe[:-1] if safe.endswith("<") else safe
 
 
 def _draft(text: str, status: str | None) -> str:

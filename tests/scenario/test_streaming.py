@@ -213,6 +213,18 @@ def test_slack_streams_into_the_thread_and_a_short_reply_is_one_post(
         assert min(_gaps([started_at] + [at for at, _a in appends])) >= 0.95
         time.sleep(1.5)
         assert len(slack.posted()) == 1  # the quick reply only
+
+        # What the model writes cannot ping anyone through the stream.
+        loud = "Heads up <!channel> and <@U0BOSS>: " + SLOW
+        model_server.script(Scripted(text=loud, chunk_delay=_chunk_delay))
+        event = _mention("shout", ts="1700000250.000100", event_id="EvLoud")
+        assert _post_event(gateway, event)[0] == 200
+        slack.wait_for("chat.stopStream", 2)
+        shouted = slack.message(slack.called("chat.stopStream")[1]["ts"])
+        assert shouted is not None
+        assert "<!channel>" not in shouted["text"]
+        assert "<@U0BOSS>" not in shouted["text"]
+        assert shouted["text"] == loud.replace("<!", "<\u200b!").replace("<@", "<\u200b@")
     finally:
         gateway.stop()
 
