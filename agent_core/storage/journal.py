@@ -3,6 +3,7 @@ methods (see ``agent_core.loop`` for what the steps mean)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -290,7 +291,7 @@ def stop_requested(conn: Connection, turn_id: int) -> str | None:
 
 
 _LATER_PENDING = (
-    select(turns.c.id)
+    select(turns.c.id, turns.c.user_id)
     .where(
         turns.c.conversation_id == bindparam("b_id"),
         turns.c.id > bindparam("b_turn"),
@@ -321,13 +322,14 @@ def take_in(conn: Connection, turn: TurnRecord, seq: int) -> list[str]:
     into it instead (busy modes ``steer`` and ``collect``), in order: their turns are done
     (``merged_into``), their messages become this turn's, and the journal's ``steer`` step
     at ``seq`` holds their texts, so a resumed turn sees them again. Empty (no step) when
-    none waits."""
-    ids = [
-        int(i)
-        for i in conn.execute(
-            _LATER_PENDING, {"b_id": turn.conversation_id, "b_turn": turn.id}
-        ).scalars()
-    ]
+    none waits.
+
+    Only the turn's own person's messages, up to the first from someone else: a turn acts
+    as its person (their grants, their memory), so another person's words wait for a turn
+    of their own, and keep their place."""
+    waiting = conn.execute(_LATER_PENDING, {"b_id": turn.conversation_id, "b_turn": turn.id})
+    theirs = itertools.takewhile(lambda row: row.user_id == turn.user, waiting)
+    ids = [int(row.id) for row in theirs]
     if not ids:
         return []
     texts = [str(t) for t in conn.execute(_THEIR_TEXTS, {"b_ids": ids}).scalars()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -451,3 +452,20 @@ async def test_messages_taken_into_a_turn_are_taken_again_when_it_resumes(
         "model_call",
         "reply",
     ]
+
+
+async def test_only_the_turn_s_own_person_s_messages_are_taken_into_it(
+    database: Database,
+) -> None:
+    """A turn acts as its person: another person's message waits for its own turn (and
+    keeps its place: the same person's message after it waits too)."""
+    store = Store(database)
+    one = await store.accept_inbound(_message("1", "mine"))
+    await store.accept_inbound(_message("2", "mine too"))
+    other = dataclasses.replace(_message("3", "someone else's"), user="web:mallory")
+    third = await store.accept_inbound(other)
+    await store.accept_inbound(_message("4", "mine again"))
+    turn = await store.start_turn(one.turn_id)
+    assert await store.take_in(turn, 1) == ["mine too"]
+    assert await store.take_in(turn, 2) == []
+    assert (await store.load_turn(third.turn_id)).status == "pending"
