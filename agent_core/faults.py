@@ -21,6 +21,7 @@ POINTS = (
     "after_approval_prompt",
     "after_decision",
     "after_chunk_sent",
+    "after_live_post",
     "after_reply_intent",
     "after_send",
     "after_get_updates",

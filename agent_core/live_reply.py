@@ -20,6 +20,8 @@ from typing import Protocol
 
 import structlog
 
+from agent_core.faults import FaultPoints
+
 log = structlog.get_logger("chatgate.live")
 
 FIRST_AFTER_SECONDS = 1.0
@@ -28,6 +30,10 @@ SLOWEST_INTERVAL = 30.0
 # How long closing waits for an update under way: cut off, a post could reach the platform
 # without its message id reaching the journal, and the reply would be posted twice.
 FINISH_SECONDS = 10.0
+PENDING = "pending"
+"""Journaled as a turn's live message before the first update posts one: an attempt that
+dies before it can journal the message's id leaves this, and the next one looks for the
+message (``LiveReply.recover``) instead of posting a second."""
 
 
 class LiveReply(Protocol):
@@ -36,6 +42,17 @@ class LiveReply(Protocol):
     @property
     def interval(self) -> float:
         """The fewest seconds between two updates, within the platform's limits per chat."""
+        ...
+
+    @property
+    def posts(self) -> bool:
+        """Whether its first update posts a message (a draft preview does not)."""
+        ...
+
+    async def recover(self) -> None:
+        """An earlier attempt was about to post the message (``PENDING`` in the journal)
+        and never journaled it: find it, if it was posted (``message`` is then it, else
+        stays None). Where the platform cannot look it up, a second may be posted."""
         ...
 
     @property
@@ -70,12 +87,14 @@ class Pacer:
         live: LiveReply,
         *,
         posted: Callable[[str], Awaitable[None]] | None = None,
+        faults: FaultPoints | None = None,
         first_after: float = FIRST_AFTER_SECONDS,
         screen: int = SCREEN_CHARACTERS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._live = live
         self._posted = posted
+        self._faults = faults or FaultPoints()
         self._journaled = live.message
         self._first_after = first_after
         self._screen = screen
@@ -121,6 +140,7 @@ class Pacer:
             if latest != self._shown:
                 try:
                     self._idle.clear()
+                    await self._intend()
                     await self._live.show(latest[0], status=latest[1])
                 except Exception as exc:
                     self._interval = min(self._interval * 2, SLOWEST_INTERVAL)
@@ -138,11 +158,21 @@ class Pacer:
                     self._idle.set()
             await asyncio.sleep(self._interval)
 
+    async def _intend(self) -> None:
+        """Before an update posts the message, journal that it is about to (``PENDING``);
+        if the journal cannot say so, nothing is posted (the update fails, and is tried
+        again later)."""
+        if self._live.posts and self._live.message is None and self._journaled != PENDING:
+            if self._posted is not None:
+                await self._posted(PENDING)
+            self._journaled = PENDING
+
     async def _journal(self) -> None:
         """Journal the message the first update posted (the next updates wait for it)."""
         message = self._live.message
         if message is None or message == self._journaled or self._posted is None:
             return
+        self._faults.hit("after_live_post")
         try:
             await self._posted(message)
         except Exception as exc:

@@ -39,7 +39,7 @@ from agent_core.events import Reply, utcnow
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
-from agent_core.live_reply import LiveReply, Pacer
+from agent_core.live_reply import PENDING, LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
 from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.stores import Journal, UsageStore
@@ -243,9 +243,13 @@ class TurnRunner:
                 if await self._lost_access(turn):
                     status = await self._stop_for_access(turn)
                     return status
-                live = self._live(turn)
+                live = await self._live(turn)
                 pacer = (
-                    Pacer(live, posted=functools.partial(self._store.record_live_message, turn.id))
+                    Pacer(
+                        live,
+                        posted=functools.partial(self._store.record_live_message, turn.id),
+                        faults=self._faults,
+                    )
                     if live is not None
                     else None
                 )
@@ -269,7 +273,9 @@ class TurnRunner:
                 except Stopped as stopped:
                     log.info("turn stopped", by=stopped.by)
                     newer = interrupter(stopped.by)
-                    shown = (live.message if live is not None else None) or turn.live_message
+                    shown = (live.message if live is not None else None) or _known(
+                        turn.live_message
+                    )
                     if newer is not None and shown is None:
                         # Quietly: the newer message's turn answers both (its message is
                         # taken care of: a working mark on it becomes done).
@@ -305,7 +311,7 @@ class TurnRunner:
                     error=answer.error,
                     answered=answer.answered,
                     lane=lane,
-                    live_message=live.message if live is not None else turn.live_message,
+                    live_message=live.message if live is not None else _known(turn.live_message),
                 )
                 status = final
                 log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
@@ -390,17 +396,23 @@ class TurnRunner:
                 return
             await asyncio.sleep(left)
 
-    def _live(self, turn: TurnRecord) -> LiveReply | None:
-        """Where the turn's reply is shown as it is written, if its platform does that."""
+    async def _live(self, turn: TurnRecord) -> LiveReply | None:
+        """Where the turn's reply is shown as it is written, if its platform does that;
+        the message an earlier attempt posted and did not journal is looked for first."""
         if self._model is None or not self._stream_replies:
             return None
-        return self._outbound.live(
+        live = self._outbound.live(
             turn.conversation,
             key=str(turn.id),
-            message=turn.live_message,
+            message=_known(turn.live_message),
             reply_to=turn.reply_to,
             user=turn.user,
         )
+        if live is not None and turn.live_message == PENDING:
+            await live.recover()
+            if live.message is not None:
+                await self._store.record_live_message(turn.id, live.message)
+        return live
 
     async def _think(
         self,
@@ -622,7 +634,7 @@ class TurnRunner:
             resend=step is not None,
             delivered=tuple(sent),
             # An attempt that gives up, or is stopped, finishes the shown message too.
-            live_message=live_message or turn.live_message,
+            live_message=live_message or _known(turn.live_message),
         )
 
         async def chunk_sent(index: int, receipt: str) -> None:
@@ -714,6 +726,11 @@ async def heartbeat(
         keeper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await keeper
+
+
+def _known(live_message: str | None) -> str | None:
+    """A journaled live message's id, or None (none, or only about to be posted)."""
+    return None if live_message == PENDING else live_message
 
 
 def _taken(journaled: object) -> list[ChatMessage]:

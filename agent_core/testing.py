@@ -96,13 +96,20 @@ class RecordingLiveReply:
         # With ``posts``, the first update "posts" a message (``live-<key>``), as a chat
         # platform's live reply does; ``message`` is the one a resumed turn goes on in.
         self.message = message
-        self._posts = posts
+        self.posts = posts
         self.resumed_in = message
+        self.recovered = False
 
     async def show(self, text: str, *, status: str | None) -> None:
         """Record the update."""
         self.shown.append((text, status))
-        if self._posts and self.message is None:
+        if self.posts and self.message is None:
+            self.message = f"live-{self.key}"
+
+    async def recover(self) -> None:
+        """Find the message as the first update would have posted it."""
+        self.recovered = True
+        if self.posts:
             self.message = f"live-{self.key}"
 
     async def close(self) -> None:

@@ -211,6 +211,7 @@ class DiscordLiveReply:
     room for everything else. discord.py waits out a 429 itself."""
 
     interval = 1.2
+    posts = True
 
     def __init__(
         self,
@@ -226,6 +227,12 @@ class DiscordLiveReply:
         self._key = key
         self._reply_to = reply_to
         self.message = message
+
+    async def recover(self) -> None:
+        """Post again with the first post's nonce: Discord answers with the message an
+        earlier attempt posted, if it did (within the nonce's few minutes), else this one
+        is the message."""
+        await self.show("", status=None)
 
     async def show(self, text: str, *, status: str | None) -> None:
         """Post or edit the message with the text so far (as much as fits in one message)

@@ -65,6 +65,8 @@ def _unless(error: str) -> Iterator[None]:
             raise
 
 
+UNMARKED = ""
+"""Where ``SlackSender._posted`` puts the bot's first message that carries no delivery key."""
 STREAM_PREFIX = "stream:"
 """How a live message that is a chat stream is journaled (``stream:<ts>``); a posted one is
 its bare ``ts``."""
@@ -184,7 +186,12 @@ class SlackSender:
         return receipts[0]
 
     async def _posted(
-        self, conversation: ConversationKey, after: str | None, keys: list[str]
+        self,
+        conversation: ConversationKey,
+        after: str | None,
+        keys: list[str],
+        *,
+        unmarked: bool = False,
     ) -> dict[str, str]:
         """Which of ``keys`` are posted already, by ``ts``: read back from the thread (or
         the channel) after the triggering message, with every message's metadata. A lookup
@@ -220,9 +227,12 @@ class SlackSender:
                 seen += len(batch)
                 for message in batch:
                     metadata = message.get("metadata") or {}
-                    if metadata.get("event_type") != DELIVERY_EVENT:
-                        continue
                     if not bot_id or message.get("bot_id") != bot_id:
+                        continue
+                    if metadata.get("event_type") != DELIVERY_EVENT:
+                        # With ``unmarked``: the first of ours with none (a stream).
+                        if unmarked and message.get("ts") and UNMARKED not in found:
+                            found[UNMARKED] = str(message["ts"])
                         continue
                     key = (metadata.get("event_payload") or {}).get("key")
                     if key in wanted and message.get("ts"):
@@ -328,7 +338,9 @@ class SlackSender:
     ) -> SlackLiveReply:
         """Slack's chat stream in the reply's thread, or a message posted and updated where
         streaming is not available."""
-        return SlackLiveReply(self, conversation, key=key, message=message, user=user)
+        return SlackLiveReply(
+            self, conversation, key=key, message=message, reply_to=reply_to, user=user
+        )
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message (a decided prompt loses its buttons)."""
@@ -368,6 +380,7 @@ class SlackLiveReply:
     the call (slack_sdk's retry handler)."""
 
     interval = 1.0
+    posts = True
 
     def __init__(
         self,
@@ -376,12 +389,14 @@ class SlackLiveReply:
         *,
         key: str,
         message: str | None,
+        reply_to: str | None,
         user: str,
     ) -> None:
         self._sender = sender
         self._conversation = conversation
         self._key = key
         self._user = user
+        self._reply_to = reply_to
         self.message = message
 
     async def show(self, text: str, *, status: str | None) -> None:
@@ -412,6 +427,17 @@ class SlackLiveReply:
                     channel=channel, ts=ts, markdown_text=safe[len(sent) :]
                 )
                 self._sender.streamed[ts] = safe
+
+    async def recover(self) -> None:
+        """Read the thread back after the asking message: a live message posted with its
+        key (``<turn>:live``) in its metadata, or, from a stream (which carries none until
+        it stops), the bot's own message there with no chatgate metadata."""
+        key = f"{self._key}:live"
+        found = await self._sender._posted(self._conversation, self._reply_to, [key], unmarked=True)
+        if key in found:
+            self.message = found[key]
+        elif UNMARKED in found:
+            self.message = STREAM_PREFIX + found[UNMARKED]
 
     async def _start(self, text: str) -> bool:
         """Start a stream with ``text``; False where Slack will not stream here."""

@@ -283,6 +283,10 @@ class TelegramDraft:
 
     interval = 1.0
     message = None
+    posts = False
+
+    async def recover(self) -> None:
+        """Nothing was posted."""
 
     def __init__(self, sender: TelegramSender, conversation: ConversationKey, *, key: str) -> None:
         self._sender = sender
@@ -312,6 +316,7 @@ class TelegramLiveMessage:
     3 s at most. A 429 is waited out inside the call (``TelegramSender._call``)."""
 
     interval = 3.0
+    posts = True
 
     def __init__(
         self,
@@ -339,6 +344,11 @@ class TelegramLiveMessage:
             text=_draft(text, status),
             parse_mode="HTML",
         )
+
+    async def recover(self) -> None:
+        """The Bot API cannot read a chat back: a message an earlier attempt posted and
+        did not journal is not found, and the reply posts another (the window README's
+        Telegram section describes for replies)."""
 
     async def close(self) -> None:
         """Nothing to end: the reply is delivered into the message."""

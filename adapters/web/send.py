@@ -123,6 +123,10 @@ class WebLiveReply:
 
     interval = 0.1
     message = None  # the page's draft is no message: the stored reply replaces it
+    posts = False
+
+    async def recover(self) -> None:
+        """Nothing was posted."""
 
     def __init__(self, hub: WebHub, conversation: ConversationKey) -> None:
         self._hub = hub

@@ -277,3 +277,50 @@ def test_slack_without_streaming_posts_and_updates_and_a_kill_finishes_the_same_
         assert len(model_server.requests) == 4  # the cut model call made again, once
     finally:
         gateway.stop()
+
+
+@pytest.mark.parametrize("platform", ["discord", "slack"])
+def test_killed_between_posting_the_live_message_and_journaling_it_no_second_message(
+    database_url: str,
+    model_server: FakeModelServer,
+    discord: FakeDiscord,
+    slack: FakeSlack,
+    tmp_path: Path,
+    platform: str,
+) -> None:
+    """The gateway dies right after the first update posted the live message, before the
+    journal has its id (``after_live_post``): the restarted gateway finds it (Discord: the
+    post's nonce; Slack: the thread read back) and delivers the reply into it. One message
+    for the reply, holding all of it."""
+    fake: Any = discord if platform == "discord" else slack
+    gateway = _gateway(database_url, model_server, fake, tmp_path)
+    model_server.script(_slow(), "the whole reply, written fast this time")
+    gateway.start(CHATGATE_TEST_FAULT="after_live_post")
+    if platform == "discord":
+        discord.wait_connected()
+        discord.message_create("write slowly", mention=True)
+    else:
+        event = _mention("write slowly", ts="1700000700.000100", event_id="EvLivePost")
+        assert _post_event(gateway, event)[0] == 200
+    deadline = time.monotonic() + 30
+    while gateway.process is not None and gateway.process.poll() is None:
+        assert time.monotonic() < deadline, "the fault point was not reached"
+        time.sleep(0.05)
+    gateway.start()
+    if platform == "discord":
+        discord.wait_connected()
+    try:
+        final = "the whole reply, written fast this time"
+        if platform == "discord":
+            _wait(lambda: any(m["content"] == final for m in discord.messages.values()), 60)
+            time.sleep(1.5)
+            assert len(discord.created) == 1
+        else:
+            _wait(lambda: any(m["text"] == final for m in slack.messages), 60)
+            time.sleep(1.5)
+            ours = [m for m in slack.messages if m["thread_ts"] == "1700000700.000100"]
+            assert len(ours) == 1
+            assert not ours[0].get("streaming")
+        assert len(model_server.requests) == 2
+    finally:
+        gateway.stop()

@@ -130,5 +130,5 @@ async def test_closing_lets_an_update_under_way_finish_and_journals_its_message(
     await asyncio.sleep(0.05)  # the post is under way
     await pacer.close()
     assert live.shown == [("the first words", None)]
-    assert posted == ["live-7"]
+    assert posted == ["pending", "live-7"]  # said before it posts, then its id
     assert live.closed

@@ -469,3 +469,23 @@ async def test_only_the_turn_s_own_person_s_messages_are_taken_into_it(
     assert await store.take_in(turn, 1) == ["mine too"]
     assert await store.take_in(turn, 2) == []
     assert (await store.load_turn(third.turn_id)).status == "pending"
+
+
+async def test_a_live_message_about_to_be_posted_is_looked_for_when_the_turn_resumes(
+    database: Database,
+) -> None:
+    """The journal says a live message was about to be posted (``pending``) and never
+    got its id (the process died in between): the resumed turn's live reply looks for it,
+    the journal gets its id, and the reply goes into it."""
+    store = Store(database)
+    accepted = await store.accept_inbound(_message("1", "hello"))
+    turn = await store.start_turn(accepted.turn_id)
+    await store.begin_step(turn.id, 1, kind="model_call", input={})
+    await store.record_live_message(turn.id, "pending")
+    outbound = RecordingOutbound(live_interval=0.0, live_posts=True)
+    await _runner(store, ScriptedModel("short"), outbound).run_turn(await store.start_turn(turn.id))
+    (live,) = outbound.lives
+    assert live.recovered
+    assert live.resumed_in is None  # not handed "pending" as if it were a message
+    assert [r.live_message for r in outbound.sent] == [f"live-{turn.id}"]
+    assert (await store.load_turn(turn.id)).live_message == f"live-{turn.id}"
