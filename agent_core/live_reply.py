@@ -177,7 +177,8 @@ class Pacer:
             await self._posted(message)
         except Exception as exc:
             # The database is down: the message is still edited and finished by this
-            # attempt; only a crash before the journal hears of it leaves it behind.
+            # attempt, and should it die, the journal's ``pending`` has the next one
+            # look for it.
             log.warning("journaling the shown reply's message failed", error=str(exc))
         else:
             self._journaled = message

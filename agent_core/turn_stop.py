@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -52,7 +53,10 @@ class StopSignal:
 
     async def race(self, work: Awaitable[T], next_seq: int) -> T:
         """``work``, unless a stop comes first: then it is cancelled and ``Stopped`` raised."""
-        self.check(next_seq)
+        if self.by is not None:
+            if inspect.iscoroutine(work):
+                work.close()  # never started
+            raise Stopped(self.by, next_seq)
         task = asyncio.ensure_future(work)
         self._cuttable = task
         try:
