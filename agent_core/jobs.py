@@ -29,11 +29,12 @@ from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost
 from agent_core.events import Reply, utcnow
 from agent_core.faults import FaultPoints
-from agent_core.loop import TurnRunner, heartbeat
+from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.records import JobRecord, TurnRecord, TurnStatus
 from agent_core.revocation import JOB_REFUSED, NO_ACCESS, deliver_note
 from agent_core.stores import JobStore, Journal
+from agent_core.turn_lease import heartbeat
 
 log = structlog.get_logger("chatgate.jobs")
 

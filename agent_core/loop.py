@@ -34,7 +34,7 @@ from agent_core import tracing
 from agent_core.access import MayTalk
 from agent_core.budgets import BudgetLimits, Verdict, judge
 from agent_core.delivery import Outbound
-from agent_core.errors import LeaseLost, ModelError, Stopped, Suspended
+from agent_core.errors import ModelError, Stopped, Suspended
 from agent_core.events import Reply, utcnow
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
@@ -47,6 +47,7 @@ from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
+from agent_core.turn_lease import Lane, heartbeat
 from agent_core.turn_marks import TurnMarks
 from agent_core.turn_stop import StopSignal, interrupter, watching
 
@@ -663,69 +664,6 @@ class TurnRunner:
         )
         lane.taken = True
         lane.beat.releasing = lane.next is None
-
-
-@dataclass(slots=True)
-class Beat:
-    """The heartbeat's view of its body: is it giving the lease up on purpose?"""
-
-    releasing: bool = False
-
-
-@dataclass(slots=True)
-class Lane:
-    """A conversation's lane as a turn sees it: the lease's owner and heartbeat, and the
-    next turn when the reply's receipt started it (``taken``) in the same transaction."""
-
-    conversation_id: str
-    owner: str
-    beat: Beat
-    next: TurnRecord | None = None
-    taken: bool = False
-
-
-@contextlib.asynccontextmanager
-async def heartbeat(
-    renew: Callable[[], Awaitable[bool]], *, every: float, what: str
-) -> AsyncIterator[Beat]:
-    """Keep a lease while the body runs: ``renew()`` every ``every`` seconds; when it says
-    the lease is gone, cancel the body, which then raises ``LeaseLost(what)``. Not when the
-    body is giving the lease up itself (``releasing``)."""
-    body = asyncio.current_task()
-    assert body is not None
-    lost = False
-    beat = Beat()
-
-    async def keep() -> None:
-        nonlocal lost
-        renewed = time.monotonic()
-        while True:
-            await asyncio.sleep(every)
-            try:
-                held = await renew()
-            except Exception:
-                # The database is unreachable: keep trying while the lease may still be
-                # ours; past its expiry (three periods) someone else may hold it.
-                log.warning("renewing a lease failed", what=what, exc_info=True)
-                held = time.monotonic() - renewed < 3 * every
-            else:
-                renewed = time.monotonic() if held else renewed
-            if not held and not beat.releasing:
-                lost = True
-                body.cancel()
-                return
-
-    keeper = asyncio.create_task(keep(), name=f"lease:{what}")
-    try:
-        yield beat
-    except asyncio.CancelledError:
-        if lost:
-            raise LeaseLost(what) from None
-        raise
-    finally:
-        keeper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await keeper
 
 
 def _known(live_message: str | None) -> str | None:

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from agent_core.errors import LeaseLost
-from agent_core.loop import heartbeat
 from agent_core.stores import LockStore
+from agent_core.turn_lease import heartbeat
 
 log = structlog.get_logger("chatgate.singleton")
 

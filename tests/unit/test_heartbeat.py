@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from agent_core.errors import LeaseLost
-from agent_core.loop import heartbeat
+from agent_core.turn_lease import heartbeat
 
 
 async def test_a_database_outage_longer_than_the_lease_stops_the_body() -> None:
