@@ -13,6 +13,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+# ``raw_decode`` of text skips what ``json.loads`` of bytes does first on every chunk (guess
+# the encoding, match the leading whitespace): a third of a chunk's reading time.
+_decode = json.JSONDecoder().raw_decode
+
 
 class StreamBroken(Exception):
     """The stream said something that is not a chunk (or an error in place of one)."""
@@ -39,17 +43,18 @@ class StreamedCompletion:
 
     def feed(self, line: bytes) -> None:
         """One line of the event stream (comments, blank lines and ``[DONE]`` included)."""
-        if not line.startswith(b"data:"):
+        if line[:5] != b"data:":
             return  # an event's end, a comment (": keep-alive"), an ``event:`` or ``id:``
         data = line[5:].strip()
         if data == b"[DONE]":
             self.done = True
             return
         try:
-            chunk = json.loads(data)
-        except ValueError as exc:
+            text = data.decode()
+            chunk, end = _decode(text)
+        except ValueError as exc:  # UnicodeDecodeError is one
             raise StreamBroken(f"not JSON in the model's stream: {data[:200]!r}") from exc
-        if not isinstance(chunk, dict):
+        if end != len(text) or not isinstance(chunk, dict):
             raise StreamBroken(f"not a chunk in the model's stream: {data[:200]!r}")
         if "error" in chunk:
             raise StreamBroken(f"the model's stream ended in an error: {chunk['error']}")
@@ -60,23 +65,25 @@ class StreamedCompletion:
             self._head = {k: chunk[k] for k in ("id", "created", "model") if k in chunk}
             if "system_fingerprint" in chunk:
                 self._head["system_fingerprint"] = chunk["system_fingerprint"]
-        if isinstance(chunk.get("usage"), dict):
-            self._usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        first = choices[0] if choices and isinstance(choices[0], dict) else None
-        if first is None:
+        if (usage := chunk.get("usage")) and isinstance(usage, dict):
+            self._usage = usage
+        choices = chunk.get("choices")
+        if not choices or not isinstance(first := choices[0], dict):
             return
-        if first.get("finish_reason"):
-            self._finish = str(first["finish_reason"])
-        delta = first.get("delta") or {}
-        if delta.get("role"):
-            self._role = str(delta["role"])
+        if finish := first.get("finish_reason"):
+            self._finish = str(finish)
+        delta = first.get("delta")
+        if not delta:
+            return
+        if role := delta.get("role"):
+            self._role = str(role)
         content = delta.get("content")
-        if isinstance(content, str) and content:
+        if content and isinstance(content, str):
             self._text += content
             self._on_text(self._text)
-        for piece in delta.get("tool_calls") or ():
-            self._add_call(piece)
+        if calls := delta.get("tool_calls"):
+            for piece in calls:
+                self._add_call(piece)
 
     def _add_call(self, piece: dict[str, Any]) -> None:
         index = int(piece.get("index", len(self._calls)))
