@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Literal, Protocol, TypeAlias
+from typing import Protocol
 
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Platform, Reply
 from agent_core.live_reply import LiveReply
+from agent_core.records import TurnState
 
 ChunkSent = Callable[[int, str], Awaitable[None]]
 """Told each chunk of a long reply as the platform accepts it: (index, message id)."""
-
-TurnState: TypeAlias = Literal["working", "waiting", "done", "failed"]
-"""What a turn is doing, as shown on the message that opened it (``Outbound.mark``)."""
 
 
 class Outbound(Protocol):

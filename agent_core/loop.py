@@ -254,7 +254,11 @@ class TurnRunner:
                     if live is not None
                     else None
                 )
-                marks = TurnMarks(self._outbound, turn) if self._show_marks else None
+                marks = (
+                    TurnMarks(self._outbound, turn, saved=self._store.record_mark)
+                    if self._show_marks
+                    else None
+                )
                 if marks is not None:
                     marks.start()
                 try:

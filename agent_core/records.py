@@ -20,6 +20,9 @@ ApprovalStatus: TypeAlias = Literal[
 ApprovalDecision: TypeAlias = Literal["approve", "allow_conversation", "deny"]
 StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply", "steer"]
 BusyMode: TypeAlias = Literal["queue", "steer", "interrupt", "collect"]
+TurnState: TypeAlias = Literal["received", "working", "waiting", "done", "failed"]
+"""What a turn is doing, as shown on the message that opened it (``Outbound.mark``):
+``received`` is a message waiting behind the conversation's running turn."""
 StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
 ScheduleStatus: TypeAlias = Literal["active", "paused", "done", "deleted"]
 MissedPolicy: TypeAlias = Literal["skip", "run_once", "catch_up"]
@@ -157,6 +160,9 @@ class TurnRecord:
     stop_requested_by: str | None = None
     # Its conversation's busy mode (``/busy``), None for the setting's.
     busy_mode: BusyMode | None = None
+    # The state shown on its message (``Outbound.mark``), so the next mark replaces it,
+    # also after a restart.
+    marked: TurnState | None = None
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""
@@ -188,6 +194,8 @@ class Accepted:
     duplicate: bool
     # The conversation's own busy mode (``/busy``), read with it; None for the setting's.
     busy_mode: BusyMode | None = None
+    # A lane held the conversation's lease when the message came: its turn waits.
+    behind: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

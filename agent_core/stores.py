@@ -45,12 +45,23 @@ from agent_core.records import (
     StepStatus,
     StopRequest,
     TurnRecord,
+    TurnState,
     TurnStatus,
     Usage,
 )
 
 
-class Ledger(Protocol):
+class Marks(Protocol):
+    """What a turn's message shows (``Outbound.mark``), journaled by the inbound path (a
+    message that waits) and by the turn."""
+
+    async def record_mark(self, turn_id: int, state: TurnState) -> None:
+        """Journal the state shown on the turn's message: the next mark, in whichever
+        process, replaces it."""
+        ...
+
+
+class Ledger(Marks, Protocol):
     """The ingress ledger and the conversations it fills: messages in, notes and listings out."""
 
     async def accept_inbound(self, event: InboundMessage, *, open_turn: bool = True) -> Accepted:
@@ -156,7 +167,7 @@ class Ledger(Protocol):
         ...
 
 
-class Journal(Protocol):
+class Journal(Marks, Protocol):
     """Turns and their journaled steps, under the conversation's lease."""
 
     async def renew_lease(self, conversation_id: str, *, owner: str, ttl: float) -> bool:

@@ -9,13 +9,14 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from agent_core.budgets import BudgetLimits
-from agent_core.delivery import ChunkSent, Outbound, TurnState
+from agent_core.delivery import ChunkSent, Outbound
 from agent_core.errors import ModelError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
 from agent_core.loop import TurnRunner, TurnStore
 from agent_core.model import ChatMessage, Model, ModelReply, TextSoFar
 from agent_core.permissions import Permissions
+from agent_core.records import TurnState
 from agent_core.secrets import Secrets
 from agent_core.tool_steps import ToolRound, ToolRoundStore
 from agent_core.tools.registry import ToolRegistry

@@ -1,6 +1,6 @@
-"""What a turn is doing, shown on the message that opened it: a reaction (working, waiting
-for a person, done, failed) and a typing indicator while it works, where the platform has
-them (``Outbound.mark``).
+"""What a turn is doing, shown on the message that opened it: a reaction (received, working,
+waiting for a person, done, failed) and a typing indicator while it works, where the
+platform has them (``Outbound.mark``).
 
 Like a reply shown as it is written, nothing is shown for a turn that answers quickly: the
 reply is the sign. Once a turn has worked ``after`` seconds it is marked ``working`` (and
@@ -8,17 +8,24 @@ marked again every ``every`` seconds, which keeps a typing indicator alive); a t
 then waits for a person is marked ``waiting``, and a marked turn ends ``done``. A turn that
 fails is marked ``failed`` however quick it was. A mark that fails is logged and never the
 turn's failure.
+
+A message that comes while its conversation's turn runs (busy mode ``queue``) is marked
+``received`` at once (:func:`mark_received`): it waits, and the person should see it was
+heard. Each mark is journaled with the turn (``turns.marked``), so the next one replaces
+it, in whichever process runs the turn and after a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import structlog
 
-from agent_core.delivery import Outbound, TurnState
-from agent_core.records import TurnRecord
+from agent_core.delivery import Outbound
+from agent_core.events import ConversationKey
+from agent_core.records import TurnRecord, TurnState
 
 log = structlog.get_logger("chatgate.marks")
 
@@ -34,14 +41,16 @@ class TurnMarks:
         outbound: Outbound,
         turn: TurnRecord,
         *,
+        saved: Callable[[int, TurnState], Awaitable[None]] | None = None,
         after: float = AFTER_SECONDS,
         every: float = EVERY_SECONDS,
     ) -> None:
         self._outbound = outbound
         self._turn = turn
+        self._saved = saved
         self._after = after
         self._every = every
-        self._shown: TurnState | None = None
+        self._shown: TurnState | None = turn.marked
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -86,4 +95,34 @@ class TurnMarks:
         except Exception as exc:
             log.warning("marking the turn's message failed", state=state, error=str(exc))
             return
-        self._shown = state
+        if state != self._shown:
+            self._shown = state
+            await _save(self._saved, self._turn.id, state)
+
+
+async def mark_received(
+    outbound: Outbound,
+    conversation: ConversationKey,
+    message_id: str,
+    turn_id: int,
+    *,
+    saved: Callable[[int, TurnState], Awaitable[None]],
+) -> None:
+    """Mark a message whose turn waits behind the running one ``received``: journaled
+    first, so the turn that answers it replaces the mark even if it starts at once."""
+    await _save(saved, turn_id, "received")
+    try:
+        await outbound.mark(conversation, message_id, "received", previous=None)
+    except Exception as exc:
+        log.warning("marking a waiting message failed", error=str(exc))
+
+
+async def _save(
+    saved: Callable[[int, TurnState], Awaitable[None]] | None, turn_id: int, state: TurnState
+) -> None:
+    if saved is None:
+        return
+    try:
+        await saved(turn_id, state)
+    except Exception as exc:  # the mark is shown; the next one may leave it beside its own
+        log.warning("journaling a turn's mark failed", state=state, error=str(exc))

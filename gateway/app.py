@@ -234,6 +234,7 @@ def build_app(
                     ),
                     stop_turn=core.runner.stop,
                     busy_mode=settings.busy_mode,
+                    marks=outbound if settings.status_marks else None,
                 ),
                 commands=commands,
             )

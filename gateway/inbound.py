@@ -11,6 +11,7 @@ import structlog
 from adapters.web.send import WebHub
 from agent_core.approvals import Approvals
 from agent_core.commands import ParsedCommand, parse_command
+from agent_core.delivery import Outbound
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalError,
@@ -31,6 +32,7 @@ from agent_core.records import (
 from agent_core.revocation import Revocations
 from agent_core.scheduling.service import ScheduleAction, Schedules
 from agent_core.stores import Ledger
+from agent_core.turn_marks import mark_received
 from agent_core.turn_stop import interrupted_by
 from gateway.commands import ChatCommands
 from gateway.metrics import Metrics
@@ -64,6 +66,7 @@ class Inbound:
         revocations: Revocations | None = None,
         stop_turn: StopTurn | None = None,
         busy_mode: BusyMode = "queue",
+        marks: Outbound | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
@@ -79,6 +82,8 @@ class Inbound:
         # Stops a turn running in this process at once (``TurnRunner.stop``).
         self._stop_turn = stop_turn
         self._busy_mode: BusyMode = busy_mode
+        # Marks a message that waits behind a running turn ``received`` (status marks on).
+        self._marks = marks
 
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
@@ -119,7 +124,8 @@ class Inbound:
             await self._command(command, event, accepted)
         else:
             await self._gate.spend(event)
-            if (accepted.busy_mode or self._busy_mode) == "interrupt":
+            mode = accepted.busy_mode or self._busy_mode
+            if mode == "interrupt":
                 # The running turn ends at its next step; this one answers both messages.
                 await self._stop_current(
                     accepted.conversation_id,
@@ -128,8 +134,21 @@ class Inbound:
                     before_turn=accepted.turn_id,
                 )
             self._supervisor.submit(accepted.conversation_id)
+            if mode == "queue" and accepted.behind:
+                await self._waits(event, accepted)
         self._hub.publish(event.conversation)
         return accepted
+
+    async def _waits(self, event: InboundMessage, accepted: Accepted) -> None:
+        """The message waits behind the conversation's running turn: mark it ``received``."""
+        if self._marks is not None and event.reply_to is not None:
+            await mark_received(
+                self._marks,
+                event.conversation,
+                event.reply_to,
+                accepted.turn_id,
+                saved=self._store.record_mark,
+            )
 
     async def _command(
         self, command: ParsedCommand, event: InboundMessage, accepted: Accepted

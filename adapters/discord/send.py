@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 from adapters.chunking import DISCORD_LIMIT, split_message
 from adapters.discord.render import approval_content, approval_view, jobs_view, nonce
 from adapters.markdown import to_discord
-from agent_core.delivery import ChunkSent, TurnState
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.journaled import JobsListing
+from agent_core.records import TurnState
 
 if TYPE_CHECKING:
     import discord
@@ -36,7 +37,13 @@ def _payload_view(payload: Mapping[str, Any] | None) -> discord.ui.View | None:
     return jobs_view(listing.jobs) if listing is not None else None
 
 
-REACTIONS: dict[TurnState, str] = {"working": "⏳", "waiting": "✋", "done": "✅", "failed": "❌"}
+REACTIONS: dict[TurnState, str] = {
+    "received": "👀",
+    "working": "⏳",
+    "waiting": "✋",
+    "done": "✅",
+    "failed": "❌",
+}
 """The reaction a turn's state shows on the message that opened it."""
 
 

@@ -19,11 +19,12 @@ from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.markdown import escape_slack, to_slack_mrkdwn
 from adapters.slack.parse import bare_user
 from adapters.slack.render import approval_blocks, jobs_blocks
-from agent_core.delivery import ChunkSent, TurnState
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
 from agent_core.journaled import JobsListing
+from agent_core.records import TurnState
 
 log = structlog.get_logger("chatgate.slack")
 
@@ -47,6 +48,7 @@ _LOOKUP_PAGES = 3
 
 
 REACTIONS: dict[TurnState, str] = {
+    "received": "eyes",
     "working": "hourglass_flowing_sand",
     "waiting": "raised_hand",
     "done": "white_check_mark",

@@ -15,18 +15,25 @@ from adapters.chunking import TELEGRAM_LIMIT, split_message
 from adapters.markdown import to_telegram_html
 from adapters.telegram.parse import BotIdentity
 from adapters.telegram.render import approval_keyboard, approval_text, jobs_keyboard
-from agent_core.delivery import ChunkSent, TurnState
+from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
 from agent_core.journaled import JobsListing
+from agent_core.records import TurnState
 
 if TYPE_CHECKING:
     from telegram import Bot, InlineKeyboardMarkup
 
 # The reaction a turn's state shows on the message that opened it (from the emoji Telegram
 # lets a bot react with).
-REACTIONS: dict[TurnState, str] = {"working": "✍", "waiting": "🙏", "done": "👌", "failed": "😢"}
+REACTIONS: dict[TurnState, str] = {
+    "received": "👀",
+    "working": "✍",
+    "waiting": "🙏",
+    "done": "👌",
+    "failed": "😢",
+}
 # An answerCallbackQuery text is at most 200 characters.
 _ALERT_LIMIT = 200
 

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent_core.delivery import ChunkSent, TurnState
+from agent_core.delivery import ChunkSent
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.records import TurnState
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,6 +209,7 @@ def _turn_record(
         live_message=row.live_message,
         stop_requested_by=row.stop_requested_by,
         busy_mode=head.busy_mode,
+        marked=row.marked,
     )
 
 
@@ -221,6 +222,14 @@ _CHUNKS = (
     )
     .values(output=bindparam("b_output"))
 )
+
+
+_MARKED = update(turns).where(turns.c.id == bindparam("b_turn")).values(marked=bindparam("b_state"))
+
+
+def marked(conn: Connection, turn_id: int, state: str) -> None:
+    """The state shown on the turn's message."""
+    conn.execute(_MARKED, {"b_turn": turn_id, "b_state": state})
 
 
 _LIVE_MESSAGE = (

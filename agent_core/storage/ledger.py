@@ -58,7 +58,7 @@ def _upsert_conversation_statement(dialect: Any) -> Any:
     return statement.on_conflict_do_update(
         index_elements=["platform", "workspace", "channel", "thread"],
         set_={"updated_at": statement.excluded.updated_at},
-    ).returning(conversations.c.id, conversations.c.busy_mode)
+    ).returning(conversations.c.id, conversations.c.busy_mode, conversations.c.lease_expires_at)
 
 
 _UPSERT_CONVERSATION = {
@@ -204,6 +204,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
         turn_id=turn_id or 0,
         duplicate=False,
         busy_mode=conversation.busy_mode,
+        behind=conversation.lease_expires_at is not None and conversation.lease_expires_at > now,
     )
 
 

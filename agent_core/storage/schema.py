@@ -153,6 +153,8 @@ turns = Table(
     # The turn that took this one's message in (busy modes ``steer`` and ``collect``): this
     # one is done without a reply of its own.
     Column("merged_into", Id),
+    # The state shown on the turn's message (a reaction): the next mark replaces it.
+    Column("marked", String(16)),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
 )

@@ -38,6 +38,7 @@ from agent_core.records import (
     StepStatus,
     StopRequest,
     TurnRecord,
+    TurnState,
     TurnStatus,
     Usage,
 )
@@ -227,6 +228,10 @@ class Store(PeopleRows):
     async def stop_requested(self, turn_id: int) -> str | None:
         """Who asked the turn to stop, if anyone did."""
         return await self.database.read(journal.stop_requested, turn_id)
+
+    async def record_mark(self, turn_id: int, state: TurnState) -> None:
+        """Journal the state shown on the turn's message."""
+        await self.database.write(journal.marked, turn_id, state)
 
     async def record_live_message(self, turn_id: int, message: str) -> None:
         """Journal the platform message the turn's reply is shown in as it is written."""

@@ -85,3 +85,52 @@ def test_discord_marks_a_slow_turn_and_the_setting_turns_it_off(
         assert second["id"] not in discord.reactions
     finally:
         gateway.stop()
+
+
+def test_slack_a_message_behind_a_running_turn_is_marked_received_then_done(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """Busy mode ``queue``: the second message waits for the first turn, and says so at
+    once (👀); its own quick turn then replaces that with done. The first, quick too,
+    is left alone."""
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
+    gateway.start()
+    try:
+        model_server.script(Scripted(text="first", delay=3), "second")
+        assert _post_event(gateway, _mention("one", ts="1700000700.000100"))[0] == 200
+        _wait(lambda: len(model_server.requests) == 1)
+        event = _mention("two", ts="1700000701.000100", event_id="EvBehind")
+        event["event"]["thread_ts"] = "1700000700.000100"  # the same conversation
+        assert _post_event(gateway, event)[0] == 200
+        _wait(lambda: slack.reactions.get((CHANNEL, "1700000701.000100")) == ["eyes"])
+        assert not slack.posted()  # marked before the first turn answered
+        slack.wait_for("chat.stopStream", 1)  # the first, slow, was shown as it was written
+        slack.wait_for("chat.postMessage", 1)
+        _wait(lambda: slack.reactions[(CHANNEL, "1700000701.000100")] == ["white_check_mark"])
+        assert [m["text"] for m in slack.messages] == ["first", "second"]
+        # The first turn marked working after a second, then done; never "received".
+        assert slack.reactions[(CHANNEL, "1700000700.000100")] == ["white_check_mark"]
+    finally:
+        gateway.stop()
+
+
+def test_slack_a_turn_resumed_after_a_kill_replaces_the_mark_the_dead_process_left(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """The journal keeps the mark shown: the resumed turn, though quick, takes the dead
+    process's "working" off and marks it done (not both)."""
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
+    gateway.start()
+    try:
+        model_server.script(Scripted(text="never", delay=30), "after the restart")
+        assert _post_event(gateway, _mention("think", ts="1700000800.000100"))[0] == 200
+        key = (CHANNEL, "1700000800.000100")
+        _wait(lambda: slack.reactions.get(key) == ["hourglass_flowing_sand"])
+        gateway.kill()
+        gateway.start()
+        slack.wait_for("chat.postMessage", 1)
+        _wait(lambda: slack.reactions[key] == ["white_check_mark"])
+        assert [p["text"] for p in slack.posted()] == ["after the restart"]
+        assert len(model_server.requests) == 2
+    finally:
+        gateway.stop()
