@@ -112,6 +112,8 @@ ButtonAction: TypeAlias = Literal[
     "pause",
     "resume",
     "delete",
+    # A reply shown as it is written: stop its turn (``value`` is the turn's id).
+    "stop",
 ]
 
 

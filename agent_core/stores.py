@@ -82,12 +82,17 @@ class Ledger(Marks, Protocol):
         ...
 
     async def request_stop(
-        self, conversation_id: str, user: str, *, before_turn: int | None = None
+        self,
+        conversation_id: str,
+        user: str,
+        *,
+        before_turn: int | None = None,
+        only_turn: int | None = None,
     ) -> StopRequest | None:
         """``stop``: mark the conversation's current turn (the first not finished; older
-        than ``before_turn`` when given) as asked to stop by ``user`` (the first to ask
-        stays named); None when it has none. Returns the approvals it waits for, to
-        cancel."""
+        than ``before_turn`` when given; only if it is ``only_turn`` when given) as asked
+        to stop by ``user`` (the first to ask stays named); None when it has none.
+        Returns the approvals it waits for, to cancel."""
         ...
 
     async def ledgered_among(self, platform: str, event_ids: Collection[str]) -> set[str]:

@@ -18,7 +18,7 @@ from agent_core.errors import (
     ApprovalNotFound,
     NotAllowedToDecide,
 )
-from agent_core.events import InboundMessage
+from agent_core.events import ButtonPress, InboundMessage
 from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
@@ -179,13 +179,38 @@ class Inbound:
         if not stopping:
             await self._gate.tell(event, accepted, NOTHING_TO_STOP)
 
+    async def stop_pressed(self, press: ButtonPress) -> str | None:
+        """A reply's Stop button: its turn (``press.value``) ends at its next step boundary,
+        as for ``/stop``, if it still runs and the person may talk here; else why not (for
+        them alone)."""
+        if not (press.value or "").isdigit():
+            return None
+        if not await self._gate.may_talk(press.user, press.conversation, press.user_team):
+            return "You may not talk to the agent here, so you cannot stop it."
+        conversation_id = await self._store.conversation_id_for(press.conversation)
+        turn = int(press.value or 0)
+        if conversation_id is None or not await self._stop_current(
+            conversation_id, press.user, shown_as=press.user, only_turn=turn
+        ):
+            return "That reply is finished: nothing to stop."
+        return None
+
     async def _stop_current(
-        self, conversation_id: str, by: str, *, shown_as: str, before_turn: int | None = None
+        self,
+        conversation_id: str,
+        by: str,
+        *,
+        shown_as: str,
+        before_turn: int | None = None,
+        only_turn: int | None = None,
     ) -> bool:
-        """Ask the conversation's current turn (older than ``before_turn``) to stop for
-        ``by``, tell it at once if it runs here, cancel the approvals it waits for (their
-        prompts name ``shown_as``); False when there is no such turn."""
-        asked = await self._store.request_stop(conversation_id, by, before_turn=before_turn)
+        """Ask the conversation's current turn (older than ``before_turn``; only if it is
+        ``only_turn``) to stop for ``by``, tell it at once if it runs here, cancel the
+        approvals it waits for (their prompts name ``shown_as``); False when there is no
+        such turn."""
+        asked = await self._store.request_stop(
+            conversation_id, by, before_turn=before_turn, only_turn=only_turn
+        )
         if asked is None:
             return False
         log.info("stop asked", turn_id=asked.turn_id, by=asked.by, status=asked.status)

@@ -121,6 +121,11 @@ class Sink:
             if refuse is not None:
                 await refuse(text)
 
+        if press.action == "stop":
+            refused = await runtime.inbound.stop_pressed(press)
+            if refused is not None:
+                await tell(refused)
+            return
         if press.approval_id:
             decision = _DECISIONS.get(press.action)
             if decision is None:

@@ -33,13 +33,17 @@ from agent_core.events import (
 
 DM = "@me"
 # A button's custom_id (at most 100 characters): who it is for, what it does, to what.
-CUSTOM_ID = re.compile(r"cg:(?P<kind>ap|job):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})")
+CUSTOM_ID = re.compile(
+    r"cg:(?P<kind>ap|job|turn):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})"
+)
 ACTIONS: dict[str, ButtonAction] = {
     "approve": "approve",
     "allow": "allow_conversation",
     "deny": "deny",
 }
 JOB_ACTIONS: dict[str, ButtonAction] = {"pause": "pause", "resume": "resume", "delete": "delete"}
+TURN_ACTIONS: dict[str, ButtonAction] = {"stop": "stop"}
+_KINDS = {"ap": ACTIONS, "job": JOB_ACTIONS, "turn": TURN_ACTIONS}
 # Default (0) and reply (19) are people writing; joins, pins, thread starts ... are not.
 _PERSON_TYPES = frozenset({0, 19})
 # Thread channel types: announcement, public and private threads.
@@ -156,7 +160,7 @@ def button_press(
     if match is None:
         return None
     kind, action, target = match["kind"], match["action"], match["target"]
-    if (kind == "ap" and action not in ACTIONS) or (kind == "job" and action not in JOB_ACTIONS):
+    if action not in _KINDS[kind]:
         return None
     key = ConversationKey(
         platform="discord",
@@ -171,7 +175,7 @@ def button_press(
         thread=key.thread,
         user=user_id(user),
         approval_id=target if kind == "ap" else None,
-        action=ACTIONS[action] if kind == "ap" else JOB_ACTIONS[action],
+        action=_KINDS[kind][action],
         value=target,
         message=MessageRef(conversation=key, message_id=message_id) if message_id else None,
         platform_event_id=f"int:{interaction_id}",

@@ -112,6 +112,17 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View:
     return view
 
 
+def stop_view(turn: str) -> discord.ui.View | None:
+    """A reply shown as it is written: one button that stops its turn."""
+    from discord import ui
+
+    if not turn.isdigit():
+        return None
+    view = ui.View(timeout=None)
+    view.add_item(_dynamic_button()("turn", "stop", turn, label="Stop", style="danger"))
+    return view
+
+
 def jobs_view(jobs: Sequence[ScheduleItem]) -> discord.ui.View | None:
     """Per schedule: pause or resume, and delete."""
     from discord import ui

@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from adapters.chunking import DISCORD_LIMIT, split_message
-from adapters.discord.render import approval_content, approval_view, jobs_view, nonce
+from adapters.discord.render import (
+    approval_content,
+    approval_view,
+    jobs_view,
+    nonce,
+    stop_view,
+)
 from adapters.markdown import to_discord
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
@@ -213,7 +219,8 @@ def point_at(api_url: str) -> None:
 
 class DiscordLiveReply:
     """A reply shown as it is written: posted once (a reply to the triggering message, with
-    a nonce so a retried post is not a second message), then edited. Discord allows five
+    a nonce so a retried post is not a second message), then edited, with a Stop button
+    that stops the turn (the reply, delivered into the message, takes it off). Discord allows five
     messages or edits per five seconds in a channel: one update every 1.2 s at most leaves
     room for everything else. discord.py waits out a 429 itself."""
 
@@ -255,11 +262,14 @@ class DiscordLiveReply:
                     nonce=nonce(f"{self._key}:live"),
                     allowed_mentions=discord.AllowedMentions.none(),
                     reference=_reference(self._reply_to, channel.id),  # type: ignore[arg-type]
+                    view=stop_view(self._key) or discord.utils.MISSING,
                 )
                 self.message = str(sent.id)
                 return
             await channel.get_partial_message(int(self.message)).edit(
-                content=content, allowed_mentions=discord.AllowedMentions.none()
+                content=content,
+                allowed_mentions=discord.AllowedMentions.none(),
+                view=stop_view(self._key),
             )
 
     async def close(self) -> None:

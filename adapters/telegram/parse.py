@@ -32,6 +32,7 @@ from agent_core.events import (
 # hex digits, or ``sc_`` + 8) leave plenty of room.
 ACTIONS: dict[str, ButtonAction] = {"ap": "approve", "ac": "allow_conversation", "dn": "deny"}
 JOB_ACTIONS: dict[str, ButtonAction] = {"jp": "pause", "jr": "resume", "jd": "delete"}
+TURN_ACTIONS: dict[str, ButtonAction] = {"st": "stop"}
 # What the gateway asks Telegram for (webhook and getUpdates alike).
 ALLOWED_UPDATES = ("message", "callback_query")
 
@@ -110,7 +111,7 @@ def _callback(update_id: int, callback: Mapping[str, Any], bot: BotIdentity) -> 
     if not isinstance(sender, Mapping) or "id" not in sender or not isinstance(query_id, str):
         raise BadRequest("a callback_query needs 'id' and 'from'")
     verb, _, value = str(callback.get("data") or "").partition(":")
-    action = ACTIONS.get(verb) or JOB_ACTIONS.get(verb)
+    action = ACTIONS.get(verb) or JOB_ACTIONS.get(verb) or TURN_ACTIONS.get(verb)
     message = callback.get("message")
     if action is None or not value or not isinstance(message, Mapping):
         return None  # not our button, or on a message too old to be shown

@@ -55,6 +55,18 @@ def approval_keyboard(prompt: ApprovalPrompt) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup([buttons[:2], buttons[2:]])
 
 
+def stop_keyboard(turn: str) -> InlineKeyboardMarkup | None:
+    """A reply shown as it is written: one button that stops its turn (none without a turn
+    id to name)."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    if not turn.isdigit():
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton("Stop", callback_data=callback_data("st", turn))]]
+    )
+
+
 def jobs_keyboard(jobs: Sequence[ScheduleItem]) -> InlineKeyboardMarkup | None:
     """One row per schedule: pause or resume, and delete."""
     from telegram import InlineKeyboardButton, InlineKeyboardMarkup

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 from adapters.chunking import TELEGRAM_LIMIT, split_message
 from adapters.markdown import to_telegram_html
 from adapters.telegram.parse import BotIdentity
-from adapters.telegram.render import approval_keyboard, approval_text, jobs_keyboard
+from adapters.telegram.render import (
+    approval_keyboard,
+    approval_text,
+    jobs_keyboard,
+    stop_keyboard,
+)
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
@@ -221,7 +226,7 @@ class TelegramSender:
         is then sent as any other), one message edited as it grows in a group."""
         if int(conversation.channel) > 0:
             return TelegramDraft(self, conversation, key=key)
-        return TelegramLiveMessage(self, conversation, message=message, reply_to=reply_to)
+        return TelegramLiveMessage(self, conversation, key=key, message=message, reply_to=reply_to)
 
     async def edit(self, edit: Edit) -> None:
         """Replace a message's text (a decided prompt loses its buttons; a ``jobs`` listing
@@ -319,8 +324,10 @@ class TelegramDraft:
 
 class TelegramLiveMessage:
     """A reply shown as it is written in a group: one message, sent by the first update
-    and edited after. A group takes 20 messages a minute from a bot: one update every
-    3 s at most. A 429 is waited out inside the call (``TelegramSender._call``)."""
+    and edited after, with a Stop button that stops the turn (the reply, delivered into
+    the message, takes the button off). A group takes 20 messages a minute from a bot:
+    one update every 3 s at most. A 429 is waited out inside the call
+    (``TelegramSender._call``)."""
 
     interval = 3.0
     posts = True
@@ -330,19 +337,23 @@ class TelegramLiveMessage:
         sender: TelegramSender,
         conversation: ConversationKey,
         *,
+        key: str,
         message: str | None,
         reply_to: str | None,
     ) -> None:
         self._sender = sender
         self._conversation = conversation
         self._reply_to = reply_to
+        self._stop = stop_keyboard(key)
         self.message = message
 
     async def show(self, text: str, *, status: str | None) -> None:
         """Send or edit the message with the text so far."""
         where = _where(self._conversation, self._reply_to)
         if self.message is None:
-            sent = await self._sender._call("send_message", text=_draft(text, status), **where)
+            sent = await self._sender._call(
+                "send_message", text=_draft(text, status), reply_markup=self._stop, **where
+            )
             self.message = str(sent.message_id)
             return
         await self._sender._edit_text(
@@ -350,6 +361,7 @@ class TelegramLiveMessage:
             message_id=int(self.message),
             text=_draft(text, status),
             parse_mode="HTML",
+            reply_markup=self._stop,
         )
 
     async def recover(self) -> None:

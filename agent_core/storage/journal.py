@@ -269,11 +269,16 @@ _PENDING_APPROVALS = (
 
 
 def request_stop(
-    conn: Connection, conversation_id: str, user: str, *, before_turn: int | None = None
+    conn: Connection,
+    conversation_id: str,
+    user: str,
+    *,
+    before_turn: int | None = None,
+    only_turn: int | None = None,
 ) -> StopRequest | None:
     """Ask the conversation's current turn (the first one not finished, older than
-    ``before_turn`` when given) to stop; None when it has none. The first to ask is the one
-    the turn names."""
+    ``before_turn`` when given) to stop, if it is ``only_turn`` (when given); None when it
+    has none. The first to ask is the one the turn names."""
     if before_turn is None:
         row = conn.execute(_CURRENT_TURN, {"b_id": conversation_id}).first()
     else:
@@ -281,7 +286,7 @@ def request_stop(
             _CURRENT_TURN_BEFORE, {"b_id": conversation_id, "b_before": before_turn}
         )
         row = found.first()
-    if row is None:
+    if row is None or (only_turn is not None and row.id != only_turn):
         return None
     conn.execute(_ASK_STOP, {"b_turn": row.id, "b_user": user})
     waits_for = conn.execute(_PENDING_APPROVALS, {"b_turn": row.id}).scalars()

@@ -218,11 +218,20 @@ class Store(PeopleRows):
         return await self.database.read(ledger.busy_mode, conversation_id)
 
     async def request_stop(
-        self, conversation_id: str, user: str, *, before_turn: int | None = None
+        self,
+        conversation_id: str,
+        user: str,
+        *,
+        before_turn: int | None = None,
+        only_turn: int | None = None,
     ) -> StopRequest | None:
         """Ask the conversation's current turn to stop (None: nothing runs or waits)."""
         return await self.database.write(
-            journal.request_stop, conversation_id, user, before_turn=before_turn
+            journal.request_stop,
+            conversation_id,
+            user,
+            before_turn=before_turn,
+            only_turn=only_turn,
         )
 
     async def stop_requested(self, turn_id: int) -> str | None:

@@ -71,7 +71,8 @@ def test_a_slow_reply_grows_on_the_page_before_it_is_finished(
 ) -> None:
     """A reply the model writes slowly (an 8-character piece every 0.1 s, 4 s in all) shows
     on the page as it grows, well before its end, in one bubble; the stored reply then
-    takes that bubble's place, whole, and a reload shows it once."""
+    takes that bubble's place, whole, and a reload shows it once. The Stop button shows
+    while the agent works and stops the next reply midway."""
     answer = " ".join(f"piece{i:02d}" for i in range(40))  # 319 characters: 41 chunks
     model_server.script(Scripted(text=answer, chunk_delay=0.1))
     gateway = GatewayProcess(database_url=database_url, workdir=tmp_path, **model_server.settings())
@@ -97,6 +98,21 @@ def test_a_slow_reply_grows_on_the_page_before_it_is_finished(
         page.reload()
         expect(page.locator("#messages li")).to_have_text(["write slowly", answer])
         page.screenshot(path=str(tmp_path / "streamed.png"))
+        stop = page.get_by_role("button", name="Stop")
+        expect(stop).to_be_hidden()  # nothing runs
+
+        # Stop, pressed while the reply is being written: the turn ends, saying who
+        # stopped it, long before the model would have finished; the button goes away.
+        model_server.script(Scripted(text=answer * 3, chunk_delay=0.1))
+        page.get_by_label("Message").fill("write a lot")
+        page.keyboard.press("Enter")
+        expect(draft).to_contain_text("piece05")
+        expect(stop).to_be_visible()
+        stop.click()
+        expect(page.locator("#messages li.system")).to_have_text(["Stopped by web:local."])
+        expect(stop).to_be_hidden()
+        expect(page.locator("#messages li.draft")).to_have_count(0)
+        assert model_server.chunks_sent < 43 + 80
     finally:
         gateway.stop()
 

@@ -41,7 +41,25 @@ el("signin").addEventListener("submit", async (event) => {
   }
 });
 
-function setStatus(text) { el("status").textContent = text || ""; }
+// While the agent works (thinking, writing, waiting for a decision) a Stop button sends
+// ``/stop``: the turn ends at its next step and the conversation says who stopped it.
+const WORKING = ["The agent is thinking…", "The agent is writing…", "Waiting for your decision…"];
+
+function setStatus(text) {
+  el("status").textContent = text || "";
+  el("stop").hidden = !WORKING.includes(text);
+}
+
+el("stop").addEventListener("click", async () => {
+  el("stop").disabled = true;
+  try {
+    await send("/stop");
+  } catch (error) {
+    setStatus("Not sent: " + error.message);
+  } finally {
+    el("stop").disabled = false;
+  }
+});
 
 const LABELS = {
   tool: [["approve", "Approve"], ["allow_conversation", "Allow in this conversation"], ["deny", "Deny"]],
