@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.discord_server import CHANNEL, FakeDiscord
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tests.scenario.test_discord import ALICE as DISCORD_ALICE
@@ -40,7 +40,7 @@ def test_telegram_group_stop_button_stops_the_turn_and_goes_away(
     try:
         model_server.script(Scripted(text=LONG, chunk_delay=0.25), "the next answer")
         assert _post(gateway, _text(f"@{BOT_USERNAME} write a lot", chat=GROUP)) == 200
-        [live] = telegram.wait_for("sendMessage", 1)
+        telegram.wait_for("sendMessage", 1)
         message = telegram.delivered[0]
         [[button]] = _markup(message)["inline_keyboard"]
         assert button["text"] == "Stop"
