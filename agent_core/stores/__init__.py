@@ -1,0 +1,48 @@
+"""The storage port: what the core asks of the database, one Protocol per concern.
+
+Consumers depend on the narrow Protocols they use (the turn runner on the ``Journal``, the
+gatekeeper on the ``Ledger`` and ``AccessStore`` ...); ``agent_core.storage.store.Store``
+implements them all over SQLAlchemy, and only the bootstraps (``gateway.app``,
+``workers.bootstrap``, the CLI) build it. :class:`Storage` is every concern at once, for the
+processes' runtimes. The Protocols live by what they are about: ``conversations`` (the
+ledger, the journal, marks), ``people`` (approvals, access), ``work`` (schedules, jobs,
+locks) and ``memory`` (memory, usage).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent_core.stores.conversations import Journal, Ledger, Marks
+from agent_core.stores.memory import MemoryStore, UsageStore
+from agent_core.stores.people import AccessStore, ApprovalStore
+from agent_core.stores.work import JobStore, LockStore, ScheduleStore
+
+__all__ = [
+    "AccessStore",
+    "ApprovalStore",
+    "JobStore",
+    "Journal",
+    "Ledger",
+    "LockStore",
+    "Marks",
+    "MemoryStore",
+    "ScheduleStore",
+    "Storage",
+    "UsageStore",
+]
+
+
+class Storage(
+    Ledger,
+    Journal,
+    ApprovalStore,
+    AccessStore,
+    ScheduleStore,
+    JobStore,
+    MemoryStore,
+    UsageStore,
+    LockStore,
+    Protocol,
+):
+    """Every concern at once: what a process's runtime holds."""
