@@ -27,7 +27,7 @@ app = typer.Typer(
 def _settings() -> Settings:
     """Load settings or exit 2 with one line naming the bad key."""
     from agent_core.errors import ConfigError
-    from agent_core.settings import load_settings
+    from agent_core.settings_loader import load_settings
 
     try:
         return load_settings()

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent_core.settings import Settings, load_settings
+from agent_core.settings import Settings
+from agent_core.settings_loader import load_settings
 from gateway.app import build_app
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.http_echo import EchoServer

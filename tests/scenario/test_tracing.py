@@ -207,7 +207,7 @@ import asyncio, json, os, sys
 from agent_core import tracing
 from agent_core.events import InboundMessage
 from agent_core.model import ModelReply, ToolCallRequest
-from agent_core.settings import load_settings
+from agent_core.settings_loader import load_settings
 from agent_core.storage.database import open_database
 from agent_core.storage.store import Store
 from agent_core.testing import RecordingOutbound, ScriptedModel

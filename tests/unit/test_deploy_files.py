@@ -24,7 +24,8 @@ import yaml
 from pydantic import AliasChoices
 
 from agent_core.errors import ConfigError
-from agent_core.settings import Settings, load_settings
+from agent_core.settings import Settings
+from agent_core.settings_loader import load_settings
 from gateway.cli import app as cli_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -13,7 +13,7 @@ TOKEN = "xoxb-1234567890-canary-slack"
 SECRET = "ghp_canary_0123456789"
 SCRIPT = f"""
 import base64, logging, structlog
-from agent_core.settings import load_settings
+from agent_core.settings_loader import load_settings
 from gateway.app import configure_logging
 
 settings = load_settings({{

@@ -20,7 +20,7 @@ from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.memory_upkeep import EXTRACT_ASK, REVIEW_ASK, MemoryUpkeep, parse_facts
 from agent_core.model import Model, ModelReply
 from agent_core.scheduling.service import ScheduleLimits, Schedules
-from agent_core.settings import load_settings
+from agent_core.settings_loader import load_settings
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, memories, model_usage
 from agent_core.storage.store import Store

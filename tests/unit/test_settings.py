@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_core.errors import ConfigError
-from agent_core.settings import load_settings
+from agent_core.settings_loader import load_settings
 
 
 def test_defaults_match_the_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
