@@ -20,10 +20,9 @@ is sent again with the same key, which the sender uses to avoid a duplicate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,15 +32,16 @@ from pydantic import JsonValue
 from agent_core import tracing
 from agent_core.access import MayTalk
 from agent_core.budgets import BudgetLimits, Verdict, judge
+from agent_core.busy_modes import BusyModes
 from agent_core.delivery import Outbound
 from agent_core.errors import ModelError, Stopped, Suspended
-from agent_core.events import Reply, utcnow
 from agent_core.faults import FaultPoints
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import PENDING, LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
 from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
+from agent_core.reply_step import ReplyStep, known_message
 from agent_core.stores import Journal, UsageStore
 from agent_core.tool_steps import ToolRound
 from agent_core.tools.base import TurnContext
@@ -49,7 +49,7 @@ from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
 from agent_core.turn_lease import Lane, heartbeat
 from agent_core.turn_marks import TurnMarks
-from agent_core.turn_stop import StopSignal, interrupter, watching
+from agent_core.turn_stop import RunningTurns, StopSignal, interrupter
 
 log = structlog.get_logger("chatgate.turn")
 
@@ -118,14 +118,13 @@ class TurnRunner:
     ) -> None:
         self._store = store
         self._stream_replies = stream_replies
-        self._busy_mode: BusyMode = busy_mode
-        self._collect_seconds = collect_seconds
+        self._busy = BusyModes(store, default=busy_mode, collect_seconds=collect_seconds)
         self._show_marks = show_marks
-        self._running: dict[int, StopSignal] = {}  # the turns running here, by id
+        self._running = RunningTurns(store.stop_requested)
         # Asked before a turn that waited goes on: its person may have lost access since.
         self._may_talk = may_talk
         self._tools_offered = tools_offered
-        self._extract = extract_memories
+        self._reply_step = ReplyStep(store, outbound, faults=faults, extract=extract_memories)
         self._prompter = (
             Prompter(
                 store,
@@ -264,9 +263,8 @@ class TurnRunner:
                 try:
                     if turn.stop_requested_by is not None:
                         raise Stopped(turn.stop_requested_by, _free_seq(turn))
-                    async with self._stop_watch(turn) as stop:
-                        if self._mode(turn) == "collect" and not turn.steps:
-                            await self._quiet(turn)
+                    async with self._running.watch(turn.id) as stop:
+                        await self._busy.settle(turn)
                         answer = await self._think(
                             turn, pacer, stop, retry_errors=retry_errors, before_step=before_step
                         )
@@ -278,7 +276,7 @@ class TurnRunner:
                 except Stopped as stopped:
                     log.info("turn stopped", by=stopped.by)
                     newer = interrupter(stopped.by)
-                    shown = (live.message if live is not None else None) or _known(
+                    shown = (live.message if live is not None else None) or known_message(
                         turn.live_message
                     )
                     if newer is not None and shown is None:
@@ -316,7 +314,8 @@ class TurnRunner:
                     error=answer.error,
                     answered=answer.answered,
                     lane=lane,
-                    live_message=live.message if live is not None else _known(turn.live_message),
+                    live_message=(live.message if live else None)
+                    or known_message(turn.live_message),
                 )
                 status = final
                 log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
@@ -365,41 +364,7 @@ class TurnRunner:
     def stop(self, turn_id: int, *, by: str) -> bool:
         """Stop a turn this runner runs now, at its next step boundary (False: it runs
         nowhere here; the journal's ``stop_requested_by`` reaches it wherever it runs)."""
-        signal = self._running.get(turn_id)
-        if signal is None:
-            return False
-        signal.stop(by)
-        return True
-
-    @contextlib.asynccontextmanager
-    async def _stop_watch(self, turn: TurnRecord) -> AsyncIterator[StopSignal]:
-        """The turn's stop signal while it runs: told directly in this process, read from
-        the journal otherwise."""
-        async with watching(functools.partial(self._store.stop_requested, turn.id)) as signal:
-            self._running[turn.id] = signal
-            try:
-                yield signal
-            finally:
-                self._running.pop(turn.id, None)
-
-    def _mode(self, turn: TurnRecord) -> BusyMode:
-        return turn.busy_mode or self._busy_mode
-
-    def _takes_in(self, turn: TurnRecord, *, first: bool) -> bool:
-        """Whether messages waiting behind the turn join it before this model call: before
-        every one in ``steer``, before the first in ``collect``."""
-        mode = self._mode(turn)
-        return mode == "steer" or (mode == "collect" and first)
-
-    async def _quiet(self, turn: TurnRecord) -> None:
-        """``collect``: wait until nobody has written in the conversation for
-        ``collect_seconds`` (the messages that came meanwhile are then taken in)."""
-        while True:
-            last = await self._store.last_message_at(turn.conversation_id)
-            left = self._collect_seconds - (utcnow() - last).total_seconds() if last else 0
-            if left <= 0:
-                return
-            await asyncio.sleep(left)
+        return self._running.stop(turn_id, by=by)
 
     async def _live(self, turn: TurnRecord) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that;
@@ -409,7 +374,7 @@ class TurnRunner:
         live = self._outbound.live(
             turn.conversation,
             key=str(turn.id),
-            message=_known(turn.live_message),
+            message=known_message(turn.live_message),
             reply_to=turn.reply_to,
             user=turn.user,
         )
@@ -446,19 +411,8 @@ class TurnRunner:
         past: Past | None = None
         seq = 1
         for _round in range(self._max_steps):
+            seq = await self._busy.take_in(turn, seq, current, first=_round == 0)
             step = turn.step(seq)
-            if step is not None and step.kind == "steer":
-                current.extend(_taken(step.input))  # journaled: the same messages again
-                seq += 1
-                step = turn.step(seq)
-            elif (
-                step is None
-                and self._takes_in(turn, first=_round == 0)
-                and (texts := await self._store.take_in(turn, seq))
-            ):
-                log.info("messages taken into the running turn", count=len(texts))
-                current.extend(ChatMessage(role="user", content=text) for text in texts)
-                seq += 1
             answered: FinishedStep | None = None
             if step is not None and step.status != "started" and isinstance(step.output, dict):
                 output = ModelCallOutput.from_json(step.output)
@@ -587,98 +541,6 @@ class TurnRunner:
             if self._observer:
                 self._observer.model_called(turn, output)
         return output, past
-
-    async def _reply_step(
-        self,
-        turn: TurnRecord,
-        seq: int,
-        *,
-        role: Role,
-        text: str,
-        status: TurnStatus,
-        error: str | None,
-        answered: FinishedStep | None = None,
-        lane: Lane | None = None,
-        live_message: str | None = None,
-    ) -> None:
-        """Journal the reply (with ``answered``, the model call it comes from), deliver it
-        (into ``live_message`` when it was shown there as it was written), then journal the
-        receipt and close the turn (with ``lane``, in the transaction that starts the lane's
-        next turn or gives its lease up)."""
-        step = turn.step(seq)
-        if step is not None and step.status == "done":
-            await self._store.finish_turn(turn.id, status=status, error=error)
-            return
-        key = f"{turn.id}:{seq}"
-        if step is None:
-            extract = self._extract and role == "assistant" and not turn.queued
-            await self._store.record_reply_intent(
-                turn,
-                seq,
-                role=role,
-                text=text,
-                delivery_key=key,
-                answered=answered,
-                extract=extract and status == "done",
-            )
-            if answered is not None:
-                self._faults.hit("after_model_call")
-            self._faults.hit("after_reply_intent")
-        elif isinstance(step.input, dict):
-            # Resend exactly what was journaled, not a fresh rendering.
-            text = str(step.input.get("text", text))
-        sent: list[str] = []
-        if step is not None and isinstance(step.output, dict):
-            chunks = step.output.get("chunks")
-            sent = [str(receipt) for receipt in chunks] if isinstance(chunks, list) else []
-        reply = Reply(
-            conversation=turn.conversation,
-            text=text,
-            reply_to=turn.reply_to,
-            idempotency_key=key,
-            resend=step is not None,
-            delivered=tuple(sent),
-            # An attempt that gives up, or is stopped, finishes the shown message too.
-            live_message=live_message or _known(turn.live_message),
-        )
-
-        async def chunk_sent(index: int, receipt: str) -> None:
-            sent[index:] = [receipt]
-            await self._store.record_reply_chunks(turn.id, seq, sent)
-
-        sending = tracing.reply_attributes(turn, seq, resent=step is not None)
-        with tracing.span("chatgate.reply", sending):
-            receipt = await self._outbound.send(reply, progress=chunk_sent)
-        self._faults.hit("after_send")
-        if lane is None:
-            await self._store.record_reply_sent(
-                turn.id, seq, receipt=receipt, turn_status=status, error=error
-            )
-            return
-        # The transaction may give the lease up: not a loss for the heartbeat.
-        lane.beat.releasing = True
-        lane.next = await self._store.record_reply_sent_and_next(
-            turn.id,
-            seq,
-            receipt=receipt,
-            turn_status=status,
-            error=error,
-            conversation_id=lane.conversation_id,
-            owner=lane.owner,
-        )
-        lane.taken = True
-        lane.beat.releasing = lane.next is None
-
-
-def _known(live_message: str | None) -> str | None:
-    """A journaled live message's id, or None (none, or only about to be posted)."""
-    return None if live_message == PENDING else live_message
-
-
-def _taken(journaled: object) -> list[ChatMessage]:
-    """The messages a ``steer`` step took into the turn."""
-    texts = journaled.get("texts") if isinstance(journaled, dict) else None
-    return [ChatMessage(role="user", content=str(text)) for text in texts or ()]
 
 
 def _free_seq(turn: TurnRecord) -> int:

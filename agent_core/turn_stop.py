@@ -106,3 +106,32 @@ async def watching(
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+
+
+class RunningTurns:
+    """The stop signals of the turns running in this process, by turn id: ``stop`` tells
+    one at once; :meth:`watch` also reads the journal (``stop_requested``) for a stop said
+    through another process."""
+
+    def __init__(self, stop_requested: Callable[[int], Awaitable[str | None]]) -> None:
+        self._stop_requested = stop_requested
+        self._signals: dict[int, StopSignal] = {}
+
+    def stop(self, turn_id: int, *, by: str) -> bool:
+        """Stop a turn running here at its next step boundary (False: it runs nowhere
+        here; the journal reaches it wherever it runs)."""
+        signal = self._signals.get(turn_id)
+        if signal is None:
+            return False
+        signal.stop(by)
+        return True
+
+    @contextlib.asynccontextmanager
+    async def watch(self, turn_id: int) -> AsyncIterator[StopSignal]:
+        """The turn's stop signal while it runs."""
+        async with watching(lambda: self._stop_requested(turn_id)) as signal:
+            self._signals[turn_id] = signal
+            try:
+                yield signal
+            finally:
+                self._signals.pop(turn_id, None)
