@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 from agent_core.delivery import Outbound
 from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform
 from agent_core.faults import FaultPoints
+from agent_core.files.fetching import FileSource
 from agent_core.records import Accepted
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ class Check:
         return f"{text}\n     fix: {self.fix}" if self.fix else text
 
 
-class PlatformSender(Outbound, Protocol):
-    """A platform's outbound client: it holds HTTP connections, opened and closed once.
-    Workers use nothing of an adapter but this."""
+class PlatformSender(Outbound, FileSource, Protocol):
+    """A platform's outbound client: it holds HTTP connections, opened and closed once;
+    it also fetches the files people send (``fetch``). Workers use nothing of an adapter
+    but this."""
 
     async def open(self) -> None:
         """Open what the client keeps between calls."""

@@ -4,12 +4,14 @@ way ``agent_core.testing`` ships a scripted model."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from adapters.base import Check, EventSink, Hearing, Refuse, SenderLifecycle
 from agent_core.events import ButtonPress, InboundMessage, Platform
-from agent_core.records import Accepted
+from agent_core.files.fetching import FileUnavailable
+from agent_core.records import Accepted, AttachmentRecord
 from agent_core.testing import RecordingOutbound
 
 
@@ -24,6 +26,11 @@ class RecordingSender(RecordingOutbound):
     async def open(self) -> None:
         """Count the opening."""
         self.open_count += 1
+
+    async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
+        """No files here."""
+        raise FileUnavailable("the recording sender holds no files")
+        yield b""  # an async generator
 
     async def close(self) -> None:
         """Remember the closing."""

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent_core.model import ChatMessage
+from agent_core.model import IMAGE_TOKENS, ChatMessage
 
 TokenCounter = Callable[[Sequence[ChatMessage]], int]
 
 
 def rough_tokens(messages: Sequence[ChatMessage]) -> int:
     """A cheap upper estimate for Latin text: about 3 characters a token, 4 tokens framing."""
-    return sum(len(m.content) // 3 + 4 for m in messages)
+    return sum(len(m.content) // 3 + 4 + IMAGE_TOKENS * len(m.images) for m in messages)
 
 
 SUMMARY_HEADING = "Summary of the earlier conversation (older messages are not shown):"

@@ -36,6 +36,7 @@ from agent_core.busy_modes import BusyModes
 from agent_core.delivery import Outbound
 from agent_core.errors import ModelError, Stopped, Suspended
 from agent_core.faults import FaultPoints
+from agent_core.files.fetching import Prepared, TurnFiles
 from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import PENDING, LiveReply, Pacer
@@ -115,11 +116,13 @@ class TurnRunner:
         busy_mode: BusyMode = "queue",
         collect_seconds: float = 3.0,
         show_marks: bool = True,
+        files: TurnFiles | None = None,
     ) -> None:
         self._store = store
         self._stream_replies = stream_replies
         self._busy = BusyModes(store, default=busy_mode, collect_seconds=collect_seconds)
         self._show_marks = show_marks
+        self._files = files
         self._running = RunningTurns(store.stop_requested)
         # Asked before a turn that waited goes on: its person may have lost access since.
         self._may_talk = may_talk
@@ -366,6 +369,13 @@ class TurnRunner:
         nowhere here; the journal's ``stop_requested_by`` reaches it wherever it runs)."""
         return self._running.stop(turn_id, by=by)
 
+    async def _prepare(self, turn: TurnRecord) -> Prepared:
+        """The turn's message, with the files that came with it (fetched once)."""
+        if self._files is None or self._model is None:
+            return Prepared(ChatMessage(role="user", content=turn.trigger_text))
+        await self._model.warm_up()  # litellm's model map says whether it sees images
+        return await self._files.prepare(turn, sees_images=self._model.sees_images())
+
     async def _live(self, turn: TurnRecord) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that;
         the message an earlier attempt posted and did not journal is looked for first."""
@@ -407,7 +417,8 @@ class TurnRunner:
             limit=self._tools_offered,
         )
         tools = offer.tools()
-        current = [ChatMessage(role="user", content=turn.trigger_text)]
+        prepared = await self._prepare(turn)
+        current = [prepared.message]
         past: Past | None = None
         seq = 1
         for _round in range(self._max_steps):
@@ -439,6 +450,8 @@ class TurnRunner:
             text = output.text
             if output.error or not calls:
                 # A final answer: its model call is journaled with the reply's intent.
+                if prepared.not_read and output.role == "assistant":
+                    text = f"{text}\n\n_Not read: {'; '.join(prepared.not_read)}._"
                 return _Answer(seq + 1, output.role, text, output.error, answered=answered)
             if answered is not None:
                 await self._store.finish_step(

@@ -23,18 +23,31 @@ class ToolCallRequest:
     arguments: str
 
 
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image that goes with a message's text, for a model that sees images."""
+
+    content_type: str
+    data: bytes
+
+
+# What an image takes of the window, roughly (a high-detail tile set is 765 tokens).
+IMAGE_TOKENS = 800
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatMessage:
     """One message of the prompt sent to the model.
 
     An assistant message may carry ``tool_calls``; a ``tool`` message answers one of them
-    (``tool_call_id``).
+    (``tool_call_id``). A person's message may carry images (``images``) after its text.
     """
 
     role: ChatRole
     content: str
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None
+    images: tuple[ImagePart, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +131,10 @@ class Model(Protocol):
 
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """How many prompt tokens these messages take for this model."""
+        ...
+
+    def sees_images(self) -> bool:
+        """Whether the model reads images (``ChatMessage.images``)."""
         ...
 
     async def complete(

@@ -17,6 +17,7 @@ ready) does, in a thread so the event loop keeps serving.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import importlib
@@ -31,6 +32,7 @@ import structlog
 
 from agent_core.errors import ModelError
 from agent_core.model import (
+    IMAGE_TOKENS,
     ChatMessage,
     HttpPoster,
     HttpUnreachable,
@@ -98,9 +100,11 @@ class LiteLLMModel:
         retries: int = 2,
         context_tokens: int | None = None,
         http: HttpPoster | None = None,
+        vision: bool | None = None,
     ) -> None:
         """``http`` is the client for calls on the OpenAI wire (see :class:`_Wire`); the model
-        closes it in :meth:`aclose`."""
+        closes it in :meth:`aclose`. ``vision``: whether the model reads images (None:
+        litellm's model map says, at warm-up)."""
         self._model = model
         self._api_base = api_base
         self._api_key = api_key
@@ -111,6 +115,8 @@ class LiteLLMModel:
         self._http = http
         self._router: Any = None
         self._window = context_tokens or _DEFAULT_CONTEXT
+        self._vision = vision
+        self._sees_images = bool(vision)
         self._lock = asyncio.Lock()
 
     @property
@@ -133,6 +139,8 @@ class LiteLLMModel:
         litellm.suppress_debug_info = True
         if not self._context_tokens:
             self._window = _known_window(litellm, self._model)
+        if self._vision is None:
+            self._sees_images = _supports_vision(litellm, self._model)
         if not self._fallbacks:
             if self._http is not None and _Wire.serves(litellm, self._model, self._api_base):
                 return _Wire(
@@ -187,7 +195,11 @@ class LiteLLMModel:
         try:
             return int(_litellm().token_counter(model=self._model, messages=payload))
         except Exception:
-            return sum(len(m.content) // 3 + 4 for m in messages)
+            return sum(len(m.content) // 3 + 4 + IMAGE_TOKENS * len(m.images) for m in messages)
+
+    def sees_images(self) -> bool:
+        """``vision`` as configured, else litellm's model map (known after warm-up)."""
+        return self._sees_images
 
     async def complete(
         self,
@@ -517,9 +529,31 @@ def _cost(response: Any) -> float:
     return float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0
 
 
+def _supports_vision(litellm: Any, model: str) -> bool:
+    try:
+        return bool(litellm.supports_vision(model=model))
+    except Exception:  # a model litellm does not know
+        return False
+
+
 def _wire(message: ChatMessage) -> dict[str, Any]:
-    """A message in the OpenAI wire format litellm takes."""
+    """A message in the OpenAI wire format litellm takes (images as data URLs after the
+    text)."""
     wired: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images:
+        wired["content"] = [
+            {"type": "text", "text": message.content},
+            *(
+                {
+                    "type": "image_url",
+                    "image_url": {
+                        "url": f"data:{image.content_type};base64,"
+                        + base64.b64encode(image.data).decode()
+                    },
+                }
+                for image in message.images
+            ),
+        ]
     if message.tool_calls:
         wired["content"] = message.content or None
         wired["tool_calls"] = [

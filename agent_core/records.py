@@ -209,6 +209,29 @@ class Usage:
 
 
 MemoryScope: TypeAlias = Literal["user", "conversation"]
+AttachmentStatus: TypeAlias = Literal["pending", "stored", "refused"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttachmentRecord:
+    """A file that came with a message: what the platform said of it (name, type, size,
+    where to fetch it), and once fetched (``stored``), its content's hash, the type
+    sniffed from it and its size; or why it was not (``refused``: too large, unreadable)."""
+
+    id: int
+    message_id: int
+    conversation_id: str
+    position: int
+    name: str
+    declared_type: str | None
+    declared_size: int | None
+    url: str | None
+    platform_file_id: str | None
+    status: AttachmentStatus
+    sha256: str | None = None
+    content_type: str | None = None
+    size: int | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

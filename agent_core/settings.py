@@ -117,6 +117,27 @@ class Settings(BaseSettings):
         le=60,
         validation_alias=AliasChoices("CHATGATE_COLLECT_SECONDS", "collect_seconds"),
     )
+    # Whether the model reads images: "auto" asks litellm's model map; true or false for
+    # a model it does not know (a proxy's name, a local model).
+    model_vision: Literal["auto", "true", "false"] = Field(
+        "auto", validation_alias=AliasChoices("CHATGATE_MODEL_VISION", "model_vision")
+    )
+    # Files people send: the largest one read, and all of one message's together (MB);
+    # how long fetched files are kept (days).
+    file_max_mb: float = Field(
+        25.0, gt=0, le=2048, validation_alias=AliasChoices("CHATGATE_FILE_MAX_MB", "file_max_mb")
+    )
+    message_files_max_mb: float = Field(
+        50.0,
+        gt=0,
+        le=4096,
+        validation_alias=AliasChoices("CHATGATE_MESSAGE_FILES_MAX_MB", "message_files_max_mb"),
+    )
+    file_retention_days: float = Field(
+        30.0,
+        gt=0,
+        validation_alias=AliasChoices("CHATGATE_FILE_RETENTION_DAYS", "file_retention_days"),
+    )
     # Show what a turn that takes a while is doing on the message that opened it (a reaction:
     # working, waiting for a person, done, failed) and a typing indicator meanwhile.
     status_marks: bool = Field(

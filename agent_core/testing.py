@@ -34,6 +34,7 @@ class ScriptedModel:
         self.streamed = 0  # how many calls were asked to stream
         self._answers: deque[str | ModelReply | ModelError] = deque(answers)
         self._window = window
+        self.vision = False
 
     @property
     def name(self) -> str:
@@ -53,6 +54,10 @@ class ScriptedModel:
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """One token per four characters, four per message for framing."""
         return sum(len(m.content) // 4 + 4 for m in messages)
+
+    def sees_images(self) -> bool:
+        """``vision`` (False unless a test sets it)."""
+        return self.vision
 
     async def complete(
         self,

@@ -141,11 +141,13 @@ def build_app(
             database.on_commit = metrics.committed
             stack = contextlib.AsyncExitStack()
             await platforms.open(stack)
-            outbound = OutboundRouter({p: a.sender for p, a in platforms.adapters.items()})
+            senders = {p: a.sender for p, a in platforms.adapters.items()}
+            outbound = OutboundRouter(senders)
             core = build_core(
                 settings,
                 store,
                 outbound=outbound,
+                files=senders,
                 model=chosen,
                 sandbox=await prepare_sandbox(settings),
                 observer=metrics,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Coroutine, Mapping
@@ -28,14 +29,17 @@ from adapters.registry import build_adapters
 from agent_core.access import AccessPolicy, Membership
 from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
+from agent_core.events import Platform
 from agent_core.faults import FaultPoints
+from agent_core.files.blobs import LocalBlobs
+from agent_core.files.fetching import FileLimits, FileSource, TurnFiles
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.process_identity import process_owner, take_over_leases
-from agent_core.sandbox.base import SandboxLimits
+from agent_core.sandbox.base import FILES_INSIDE, SandboxLimits, make_inbox
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
 from agent_core.scheduling.service import ScheduleLimits, Schedules
 from agent_core.secrets import Secrets
@@ -75,6 +79,7 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
         retries=settings.model_retries,
         context_tokens=settings.model_context_tokens,
         http=AiohttpPoster(timeout=settings.model_timeout),
+        vision={"auto": None, "true": True, "false": False}[settings.model_vision],
     )
 
 
@@ -241,6 +246,30 @@ def build_tools(
     return ToolRegistry(factories)
 
 
+def build_files(
+    settings: Settings,
+    store: Store,
+    sources: Mapping[Platform, FileSource],
+    sandbox: SandboxChoice | None,
+) -> TurnFiles:
+    """A turn's files: fetched from ``sources`` into the state directory, within the
+    caps, and put where ``run_command``'s sandbox sees them (when there is one)."""
+    state_dir = settings.state_dir.resolve()
+    backend = sandbox.sandbox if sandbox is not None else None
+    megabyte = 1024 * 1024
+    return TurnFiles(
+        store,
+        LocalBlobs(state_dir / "files"),
+        sources,
+        limits=FileLimits(
+            per_file=int(settings.file_max_mb * megabyte),
+            per_turn=int(settings.message_files_max_mb * megabyte),
+        ),
+        inbox=functools.partial(make_inbox, state_dir) if backend else None,
+        inside=FILES_INSIDE if backend is not None and backend.name != "none" else None,
+    )
+
+
 @dataclass(kw_only=True)
 class Core:
     """The agent core of one process."""
@@ -265,6 +294,7 @@ def build_core(
     outbound: Outbound,
     model: Model | None,
     sandbox: SandboxChoice | None,
+    files: Mapping[Platform, FileSource] | None = None,
     observer: Any = None,
     faults: FaultPoints | None = None,
 ) -> Core:
@@ -312,6 +342,7 @@ def build_core(
         busy_mode=settings.busy_mode,
         collect_seconds=settings.collect_seconds,
         show_marks=settings.status_marks,
+        files=build_files(settings, store, files, sandbox) if files is not None else None,
     )
     jobs = JobRunner(
         store,
@@ -392,16 +423,16 @@ class WorkerRuntime:
         store = Store(database)
         await take_over_leases(store)
         # Workers only send: each configured platform's sender, no inbound side.
-        outbound = OutboundRouter(
-            {
-                platform: (await self._adapters.enter_async_context(adapter)).sender
-                for platform, adapter in build_adapters(self.settings).items()
-            }
-        )
+        senders = {
+            platform: (await self._adapters.enter_async_context(adapter)).sender
+            for platform, adapter in build_adapters(self.settings).items()
+        }
+        outbound = OutboundRouter(senders)
         self.core = build_core(
             self.settings,
             store,
             outbound=outbound,
+            files=senders,
             model=build_model(self.settings),
             sandbox=await prepare_sandbox(self.settings),
         )

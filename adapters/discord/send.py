@@ -4,7 +4,7 @@ Discord's errors become ``DeliveryError`` in one place (``_delivered``)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from adapters.chunking import DISCORD_LIMIT, split_message
@@ -15,14 +15,17 @@ from adapters.discord.render import (
     nonce,
     stop_view,
 )
+from adapters.downloads import check_host, download, host_of
 from adapters.markdown import to_discord
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import JobsListing
-from agent_core.records import TurnState
+from agent_core.records import AttachmentRecord, TurnState
 
 if TYPE_CHECKING:
+    import aiohttp
     import discord
 
 
@@ -53,6 +56,10 @@ REACTIONS: dict[TurnState, str] = {
 """The reaction a turn's state shows on the message that opened it."""
 
 
+# Where Discord keeps attachments.
+CDN_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
+
+
 class DiscordSender:
     """The send-only client over REST (no gateway connection): replies, prompts, edits.
 
@@ -65,6 +72,7 @@ class DiscordSender:
         self._token = token
         self._api_url = api_url.rstrip("/")
         self._client: discord.Client | None = None
+        self._files: aiohttp.ClientSession | None = None  # attachment downloads (``fetch``)
         # Told the channel id after each delivery (the gateway stops typing there).
         self.on_sent: Callable[[int], None] | None = None
 
@@ -92,9 +100,25 @@ class DiscordSender:
             self._client = None
 
     async def close(self) -> None:
-        """Close the HTTP session."""
+        """Close the HTTP sessions."""
         if self._client is not None:
             await self._client.close()
+        if self._files is not None:
+            await self._files.close()
+            self._files = None
+
+    async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
+        """An attachment, from Discord's CDN (its signed link, no token)."""
+        import aiohttp
+
+        if not file.url:
+            raise FileUnavailable("Discord gave no link to it")
+        hosts = (host_of(self._api_url), *CDN_HOSTS)
+        check_host(file.url, hosts, platform="Discord")
+        if self._files is None:
+            self._files = aiohttp.ClientSession()
+        async for chunk in download(self._files, file.url, platform="Discord"):
+            yield chunk
 
     async def _channel(self, where: ConversationKey) -> discord.PartialMessageable:
         client = await self.client()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -16,6 +16,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.chunking import SLACK_LIMIT, split_message
+from adapters.downloads import check_host, download, host_of
 from adapters.markdown import escape_slack, to_slack_mrkdwn
 from adapters.slack.parse import bare_user
 from adapters.slack.render import approval_blocks, jobs_blocks
@@ -23,8 +24,9 @@ from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
+from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import JobsListing
-from agent_core.records import TurnState
+from agent_core.records import AttachmentRecord, TurnState
 
 log = structlog.get_logger("chatgate.slack")
 
@@ -133,6 +135,23 @@ class SlackSender:
             answer = await self.client.auth_test()
             self._identity = (str(answer.get("user_id") or ""), str(answer.get("bot_id") or ""))
         return self._identity
+
+    async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
+        """A file someone shared (``url_private``, with the bot token; ``files:read``).
+        Only from Slack's hosts: the token goes nowhere else."""
+        if not file.url:
+            raise FileUnavailable("Slack gave no link to it")
+        check_host(file.url, (host_of(self.client.base_url), ".slack.com"), platform="Slack")
+        await self.open()
+        assert self.client.session is not None
+        headers = {"Authorization": f"Bearer {self.client.token}"}
+        try:
+            async for chunk in download(
+                self.client.session, file.url, headers=headers, platform="Slack"
+            ):
+                yield chunk
+        except FileUnavailable as exc:
+            raise FileUnavailable(f"{exc} (the Slack app needs the files:read scope)") from exc
 
     async def close(self) -> None:
         """Close the shared session."""

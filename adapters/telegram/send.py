@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import html
 import warnings
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from adapters.chunking import TELEGRAM_LIMIT, split_message
+from adapters.downloads import check_host, download, host_of
 from adapters.markdown import to_telegram_html
 from adapters.telegram.parse import BotIdentity
 from adapters.telegram.render import (
@@ -24,10 +25,12 @@ from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
 from agent_core.faults import FaultPoints
+from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import JobsListing
-from agent_core.records import TurnState
+from agent_core.records import AttachmentRecord, TurnState
 
 if TYPE_CHECKING:
+    import aiohttp
     from telegram import Bot, InlineKeyboardMarkup
 
 # The reaction a turn's state shows on the message that opened it (from the emoji Telegram
@@ -39,6 +42,8 @@ REACTIONS: dict[TurnState, str] = {
     "done": "👌",
     "failed": "😢",
 }
+# The largest file the Bot API lets a bot download (``getFile``).
+BOT_API_FILE_LIMIT = 20 * 1024 * 1024
 # An answerCallbackQuery text is at most 200 characters.
 _ALERT_LIMIT = 200
 
@@ -83,6 +88,7 @@ class TelegramSender:
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=40),
         )
         self._max_retries = max_retries
+        self._files: aiohttp.ClientSession | None = None  # file downloads (``fetch``)
         self._identity: BotIdentity | None = None
         self._faults = faults or FaultPoints()
 
@@ -99,6 +105,26 @@ class TelegramSender:
     async def close(self) -> None:
         """Close the HTTP connections."""
         await self.bot.shutdown()
+        if self._files is not None:
+            await self._files.close()
+            self._files = None
+
+    async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
+        """A photo, document, voice note ... (``getFile``, then its download link). The
+        Bot API gives bots files up to 20 MB."""
+        import aiohttp
+
+        if file.declared_size is not None and file.declared_size > BOT_API_FILE_LIMIT:
+            raise FileUnavailable("Telegram gives bots files up to 20 MB")
+        if not file.platform_file_id:
+            raise FileUnavailable("Telegram gave no file id")
+        found = await self._call("get_file", file_id=file.platform_file_id)
+        url = str(found.file_path or "")
+        check_host(url, (host_of(self.bot.base_file_url),), platform="Telegram")
+        if self._files is None:
+            self._files = aiohttp.ClientSession()
+        async for chunk in download(self._files, url, platform="Telegram"):
+            yield chunk
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
         from telegram.error import RetryAfter, TelegramError

@@ -10,6 +10,7 @@ from aiohttp import web
 from adapters.base import Check, EventSink, Hearing, SenderLifecycle
 from adapters.web.auth import is_loopback
 from adapters.web.send import WebHub, WebSender
+from adapters.web.uploads import uploads_dir
 from agent_core.events import Platform
 from agent_core.settings import Settings
 
@@ -21,7 +22,7 @@ class WebAdapter(SenderLifecycle[WebSender]):
 
     def __init__(self, settings: Settings, hub: WebHub | None = None) -> None:
         self.hub = hub or WebHub()
-        self.sender = WebSender(self.hub)
+        self.sender = WebSender(self.hub, uploads_dir(settings.state_dir.resolve()))
         self._settings = settings
         self.hearing = Hearing()  # no connection: the gateway's own HTTP server
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Literal, cast, get_args
 
 from adapters.base import BadRequest
-from agent_core.events import InboundMessage
+from adapters.web.uploads import UPLOAD_ID
+from agent_core.events import Attachment, InboundMessage
 from agent_core.records import ApprovalDecision
 
 WORKSPACE = "local"
@@ -29,7 +30,8 @@ def parse_message(body: object, *, event_id: str | None = None) -> InboundMessag
         raise BadRequest("'conversation' must be a non-empty string")
     if len(conversation) > 200:
         raise BadRequest("'conversation' must be at most 200 characters")
-    if not isinstance(text, str) or not text.strip():
+    files = _attachments(body.get("attachments", []))
+    if not isinstance(text, str) or not (text.strip() or files):
         raise BadRequest("'text' must be a non-empty string")
     if len(text) > MAX_TEXT:
         raise BadRequest(f"'text' must be at most {MAX_TEXT} characters")
@@ -42,9 +44,30 @@ def parse_message(body: object, *, event_id: str | None = None) -> InboundMessag
         workspace=WORKSPACE,
         channel=conversation.strip(),
         user=f"web:{user}",
-        text=text,
+        text=text if text.strip() else "(attachment)",
         platform_event_id=client_id or uuid.uuid4().hex,
+        attachments=files,
     )
+
+
+MAX_ATTACHMENTS = 10
+
+
+def _attachments(value: object) -> tuple[Attachment, ...]:
+    """``attachments``: uploads (``POST /api/uploads``) by id, with the names to show."""
+    if not isinstance(value, list) or len(value) > MAX_ATTACHMENTS:
+        raise BadRequest(f"'attachments' must be a list of at most {MAX_ATTACHMENTS} uploads")
+    files = []
+    for item in value:
+        if not isinstance(item, Mapping):
+            raise BadRequest("each attachment must be an object with 'id' and 'name'")
+        upload_id, name = item.get("id"), item.get("name", "file")
+        if not isinstance(upload_id, str) or UPLOAD_ID.fullmatch(upload_id) is None:
+            raise BadRequest("an attachment's 'id' must be an upload id")
+        if not isinstance(name, str) or not 0 < len(name) <= 255:
+            raise BadRequest("an attachment's 'name' must be a string of 1-255 characters")
+        files.append(Attachment(name=name, platform_file_id=upload_id))
+    return tuple(files)
 
 
 # Headers a proxy adds: with one in front, "loopback" says nothing about who is asking.

@@ -9,12 +9,15 @@ import asyncio
 import contextlib
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
+from adapters.web.uploads import read_upload
 from agent_core.delivery import ChunkSent
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
-from agent_core.records import TurnState
+from agent_core.files.fetching import FileUnavailable
+from agent_core.records import AttachmentRecord, TurnState
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +78,19 @@ class WebHub:
 class WebSender:
     """Delivers web replies: the row is already stored, so wake the conversation's streams."""
 
-    def __init__(self, hub: WebHub) -> None:
+    def __init__(self, hub: WebHub, uploads: Path | None = None) -> None:
         self._hub = hub
+        self._uploads = uploads
+
+    async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
+        """A file uploaded with the message (``POST /api/uploads``), by its id."""
+        if self._uploads is None or not file.platform_file_id:
+            raise FileUnavailable("no such upload")
+        try:
+            async for chunk in read_upload(self._uploads, file.platform_file_id):
+                yield chunk
+        except FileNotFoundError:
+            raise FileUnavailable("the upload is gone (uploads are kept a day)") from None
 
     async def send(
         self, reply: Reply | ApprovalPrompt, *, progress: ChunkSent | None = None

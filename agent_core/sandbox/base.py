@@ -24,6 +24,8 @@ Network: TypeAlias = Literal["none", "full"]
 NOBODY = 65534
 # Where the conversation's scratch directory appears inside bwrap and containers.
 SCRATCH_INSIDE = "/scratch"
+# Where the files people sent in the conversation appear, read-only (``inbox_dir``).
+FILES_INSIDE = "/files"
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 # After the command ends, how long its last output may take to arrive.
 _DRAIN = 0.2
@@ -78,8 +80,12 @@ class Sandbox(Protocol):
         """Run a command the way ``run`` would; raise :class:`SandboxUnavailable` if it fails."""
         ...
 
-    async def run(self, command: str, *, scratch: Path, limits: SandboxLimits) -> str:
-        """Run ``command`` with ``scratch`` writable; return how it ended and its output."""
+    async def run(
+        self, command: str, *, scratch: Path, limits: SandboxLimits, files: Path | None = None
+    ) -> str:
+        """Run ``command`` with ``scratch`` writable and ``files`` (the conversation's
+        inbox, when it has one) read-only at ``FILES_INSIDE``; return how it ended and its
+        output."""
         ...
 
 
@@ -114,6 +120,31 @@ def scratch_dir(root: Path, conversation_id: str) -> Path:
         return path
     if os.getuid() == 0:
         os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+    return path
+
+
+def inbox_dir(root: Path, conversation_id: str) -> Path | None:
+    """The files people sent in the conversation (``make_inbox``), None when none came."""
+    if not _CONVERSATION_ID.fullmatch(conversation_id):
+        raise ValueError(f"not a conversation id: {conversation_id!r}")
+    path = root / "inbox" / conversation_id
+    return path if path.is_dir() and not path.is_symlink() else None
+
+
+def make_inbox(root: Path, conversation_id: str) -> Path:
+    """The conversation's inbox, made on first use: written by chatgate only, never by a
+    command (it lies beside the scratch directories, not in one); readable by the
+    sandbox's uid."""
+    if not _CONVERSATION_ID.fullmatch(conversation_id):
+        raise ValueError(f"not a conversation id: {conversation_id!r}")
+    base = root / "inbox"
+    path = base / conversation_id
+    base.mkdir(mode=0o710, parents=True, exist_ok=True)
+    path.mkdir(mode=0o755, exist_ok=True)
+    if os.getuid() == 0:
+        for directory in (root, base):
+            os.chown(directory, 0, NOBODY, follow_symlinks=False)
+            directory.chmod(0o710)
     return path
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from agent_core.sandbox import seccomp
 from agent_core.sandbox.base import (
+    FILES_INSIDE,
     PROBE,
     PROBE_COMMAND,
     PROBE_RESULT,
@@ -136,7 +137,9 @@ class BwrapSandbox:
                 _fix_for(result, self._state_dir),
             )
 
-    def arguments(self, *, scratch: Path, limits: SandboxLimits, fds: _Fds) -> list[str]:
+    def arguments(
+        self, *, scratch: Path, limits: SandboxLimits, fds: _Fds, files: Path | None = None
+    ) -> list[str]:
         """bwrap's options (read from a file descriptor, so no host user sees them in
         ``ps``): the namespaces, the filesystem, the environment."""
         options = [
@@ -182,6 +185,7 @@ class BwrapSandbox:
             "--bind",
             str(scratch),
             SCRATCH_INSIDE,
+            *(["--ro-bind", str(files), FILES_INSIDE] if files is not None else []),
             "--ro-bind-data",
             str(fds.command),
             COMMAND_INSIDE,
@@ -227,10 +231,12 @@ class BwrapSandbox:
             COMMAND_INSIDE,
         ]
 
-    async def run(self, command: str, *, scratch: Path, limits: SandboxLimits) -> str:
+    async def run(
+        self, command: str, *, scratch: Path, limits: SandboxLimits, files: Path | None = None
+    ) -> str:
         """Run ``command`` in fresh namespaces; every process it started ends with it."""
         with _Fds(command) as fds:
-            options = self.arguments(scratch=scratch, limits=limits, fds=fds)
+            options = self.arguments(scratch=scratch, limits=limits, fds=fds, files=files)
             options_fd = fds.add(_memfd("options", b"".join(f"{o}\0".encode() for o in options)))
             pid1 = _Pid1()
             reader = os.fdopen(fds.take_info_reader(), "rb", buffering=0)

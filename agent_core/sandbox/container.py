@@ -24,6 +24,7 @@ from pathlib import Path
 import structlog
 
 from agent_core.sandbox.base import (
+    FILES_INSIDE,
     PROBE,
     PROBE_COMMAND,
     PROBE_RESULT,
@@ -109,7 +110,15 @@ class ContainerSandbox:
                 f"check that `{self._cli} run` works for chatgate's user",
             )
 
-    def argv(self, command: str, *, scratch: Path, limits: SandboxLimits, name: str) -> list[str]:
+    def argv(
+        self,
+        command: str,
+        *,
+        scratch: Path,
+        limits: SandboxLimits,
+        name: str,
+        files: Path | None = None,
+    ) -> list[str]:
         """The engine's command line for ``command``."""
         uid = sandbox_uid()
         return [
@@ -143,6 +152,7 @@ class ContainerSandbox:
             f"/tmp:rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777",
             "--volume",
             f"{scratch}:{SCRATCH_INSIDE}:rw",
+            *(["--volume", f"{files}:{FILES_INSIDE}:ro"] if files is not None else []),
             "--workdir",
             SCRATCH_INSIDE,
             "--env",
@@ -161,7 +171,9 @@ class ContainerSandbox:
             command,
         ]
 
-    async def run(self, command: str, *, scratch: Path, limits: SandboxLimits) -> str:
+    async def run(
+        self, command: str, *, scratch: Path, limits: SandboxLimits, files: Path | None = None
+    ) -> str:
         """Run ``command`` in a new container; remove it at the wall-clock limit."""
         name = f"chatgate-{uuid.uuid4().hex[:16]}"
 
@@ -170,7 +182,7 @@ class ContainerSandbox:
                 log.warning("could not remove a timed-out container", container=name)
 
         return await run_process(
-            self.argv(command, scratch=scratch, limits=limits, name=name),
+            self.argv(command, scratch=scratch, limits=limits, name=name, files=files),
             env=self._env,
             limits=limits,
             cwd=Path("/"),

@@ -50,8 +50,11 @@ class UnconfinedSandbox:
     async def probe(self) -> None:
         """Nothing to check: a subprocess always works."""
 
-    async def run(self, command: str, *, scratch: Path, limits: SandboxLimits) -> str:
-        """Run ``command`` under rlimits in ``scratch``."""
+    async def run(
+        self, command: str, *, scratch: Path, limits: SandboxLimits, files: Path | None = None
+    ) -> str:
+        """Run ``command`` under rlimits in ``scratch`` (``files`` is reachable where it
+        lies: nothing here is a boundary)."""
         return await run_process(
             [
                 sys.executable,

@@ -30,6 +30,7 @@ from agent_core.records import (
     TurnStatus,
 )
 from agent_core.storage import approvals as approval_sql
+from agent_core.storage import attachments as attachment_rows
 from agent_core.storage import journal
 from agent_core.storage.schema import (
     conversations,
@@ -184,6 +185,13 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
                 "created_at": now,
             },
         ).scalar_one()
+    )
+    attachment_rows.add(
+        conn,
+        event.attachments,
+        message_id=message_id,
+        conversation_id=conversation_id,
+        turn_id=turn_id,
     )
     conn.execute(
         _INSERT_INGRESS,

@@ -107,6 +107,33 @@ messages = Table(
     Index("ix_messages_turn_id", "turn_id"),
 )
 
+# The files that came with messages (see ``agent_core.files``): one row per file, made
+# with the message; fetched when a turn needs it (``stored``: the content is in the file
+# store under ``sha256``), or refused (``error`` says why).
+attachments = Table(
+    "attachments",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("message_id", Id, ForeignKey("messages.id"), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("turn_id", Id),
+    Column("position", Integer, nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("declared_type", String(255)),
+    Column("declared_size", BigInteger),
+    Column("url", Text),
+    Column("platform_file_id", String(255)),
+    Column("status", String(16), nullable=False),
+    Column("sha256", String(64)),
+    Column("content_type", String(255)),
+    Column("size", BigInteger),
+    Column("error", Text),
+    Column("stored_at", UTCDateTime()),
+    Index("ix_attachments_turn_id", "turn_id"),
+    Index("ix_attachments_message_id", "message_id"),
+    Index("ix_attachments_sha256", "sha256"),
+)
+
 ingress = Table(
     "ingress",
     metadata,

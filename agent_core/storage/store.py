@@ -22,6 +22,7 @@ from agent_core.records import (
     ApprovalRecord,
     ApprovalRequest,
     ApprovalStatus,
+    AttachmentRecord,
     BusyMode,
     ConversationRecord,
     FinishedStep,
@@ -43,6 +44,7 @@ from agent_core.records import (
     Usage,
 )
 from agent_core.storage import approvals as approval_sql
+from agent_core.storage import attachments as attachment_rows
 from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger, upkeep
 from agent_core.storage import leases as lease_sql
@@ -237,6 +239,31 @@ class Store(PeopleRows):
     async def stop_requested(self, turn_id: int) -> str | None:
         """Who asked the turn to stop, if anyone did."""
         return await self.database.read(journal.stop_requested, turn_id)
+
+    async def turn_attachments(self, turn_id: int) -> list[AttachmentRecord]:
+        """The files of the turn's message and of the messages it took in, in order."""
+        return await self.database.read(attachment_rows.for_turn, turn_id)
+
+    async def attachment_stored(
+        self, attachment_id: int, *, sha256: str, content_type: str, size: int
+    ) -> None:
+        """The file is in the file store under ``sha256``."""
+        await self.database.write(
+            attachment_rows.stored,
+            attachment_id,
+            sha256=sha256,
+            content_type=content_type,
+            size=size,
+            at=utcnow(),
+        )
+
+    async def attachment_refused(self, attachment_id: int, error: str) -> None:
+        """The file is not read, for ``error``."""
+        await self.database.write(attachment_rows.refused, attachment_id, error)
+
+    async def file_hashes_in_use(self, since: datetime) -> set[str]:
+        """The content hashes of files stored since ``since``."""
+        return await self.database.read(attachment_rows.hashes_in_use, since)
 
     async def record_mark(self, turn_id: int, state: TurnState) -> None:
         """Journal the state shown on the turn's message."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agent_core.stores.conversations import Journal, Ledger, Marks
+from agent_core.stores.files import FileRecords
 from agent_core.stores.memory import MemoryStore, UsageStore
 from agent_core.stores.people import AccessStore, ApprovalStore
 from agent_core.stores.work import JobStore, LockStore, ScheduleStore
@@ -21,6 +22,7 @@ from agent_core.stores.work import JobStore, LockStore, ScheduleStore
 __all__ = [
     "AccessStore",
     "ApprovalStore",
+    "FileRecords",
     "JobStore",
     "Journal",
     "Ledger",
@@ -36,6 +38,7 @@ __all__ = [
 class Storage(
     Ledger,
     Journal,
+    FileRecords,
     ApprovalStore,
     AccessStore,
     ScheduleStore,

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from agent_core.sandbox.base import Sandbox, SandboxLimits, scratch_dir
+from agent_core.sandbox.base import Sandbox, SandboxLimits, inbox_dir, scratch_dir
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
 
 
@@ -33,9 +33,10 @@ def run_command_factory(
         """Run a shell command in this conversation's sandbox."""
         try:
             scratch = scratch_dir(state_dir, context.turn.conversation_id)
+            files = inbox_dir(state_dir, context.turn.conversation_id)
         except (OSError, ValueError) as exc:
             raise ToolFailed(f"cannot prepare the scratch directory: {exc}") from exc
-        return await sandbox.run(command, scratch=scratch, limits=limits)
+        return await sandbox.run(command, scratch=scratch, limits=limits, files=files)
 
     where = (
         "Runs as a plain process on the gateway's host (no sandbox)."

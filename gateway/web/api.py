@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
 from adapters.http import json_error
@@ -22,6 +22,7 @@ from adapters.web.auth import (
 from adapters.web.parse import parse_decision, parse_message, parse_schedule_action
 from adapters.web.render import approval_item, conversation_item, message_item
 from adapters.web.send import Draft
+from adapters.web.uploads import UploadTooLarge, save_upload, uploads_dir
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalNotFound,
@@ -95,7 +96,14 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
             return json_error(401, str(exc))
         except Forbidden as exc:
             return json_error(403, str(exc))
-        if request.method == "POST" and request.content_type != "application/json":
+        if request.path == "/api/uploads":
+            # A form may post multipart from any site; a custom header it cannot send
+            # (without the preflight this server never answers) keeps uploads same-site.
+            if request.headers.get(UPLOAD_HEADER) != "1":
+                return json_error(403, f"an upload needs the {UPLOAD_HEADER}: 1 header")
+            if request.content_type != "multipart/form-data":
+                return json_error(415, "send the file as multipart/form-data")
+        elif request.method == "POST" and request.content_type != "application/json":
             return json_error(415, "send the body as application/json")
     return await handler(request)
 
@@ -159,6 +167,33 @@ async def post_message(request: web.Request) -> web.Response:
         },
         status=202,
     )
+
+
+UPLOAD_HEADER = "X-Chatgate-Upload"
+
+
+async def upload(request: web.Request) -> web.Response:
+    """One file (multipart field ``file``), streamed to the state directory: 201 with the
+    id a message names it by; 413 past ``CHATGATE_FILE_MAX_MB`` (nothing is kept)."""
+    runtime = request.app[RUNTIME]
+    limit = int(runtime.settings.file_max_mb * 1024 * 1024)
+    if request.content_length is not None and request.content_length > limit + 64 * 1024:
+        return json_error(413, f"files are read up to {runtime.settings.file_max_mb:g} MB")
+    try:
+        reader = await request.multipart()
+        part = await reader.next()
+    except (ValueError, AssertionError, KeyError) as exc:
+        return json_error(400, f"expected a multipart/form-data body: {exc}")
+    if not isinstance(part, BodyPartReader) or part.name != "file":
+        return json_error(400, "expected one multipart field named 'file'")
+    name = (part.filename or "file")[:255]
+    try:
+        upload_id, size = await save_upload(
+            part, uploads_dir(runtime.settings.state_dir.resolve()), limit=limit
+        )
+    except UploadTooLarge:
+        return json_error(413, f"files are read up to {runtime.settings.file_max_mb:g} MB")
+    return web.json_response({"id": upload_id, "name": name, "size": size}, status=201)
 
 
 async def decide(request: web.Request) -> web.Response:
@@ -361,6 +396,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_delete("/api/session", sign_out)
     app.router.add_static("/static", STATIC)
     app.router.add_post("/api/messages", post_message)
+    app.router.add_post("/api/uploads", upload)
     app.router.add_post("/api/approvals/{id}", decide)
     app.router.add_post("/api/schedules/{id}", change_schedule)
     app.router.add_get("/api/pairing", pairing_state)

@@ -112,6 +112,15 @@ class FakeDiscord(LoopbackServer):
         """REST under /api/v10 and the gateway WebSocket."""
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_get("/attachments/{path:.*}", self._hosted)
+
+    def attachment(self, name: str, data: bytes | int, *, content_type: str) -> dict[str, Any]:
+        """A file on the CDN (here), as a message's ``attachments`` entry carries it."""
+        attachment_id = self.next_id()
+        url = self.host_file(f"/attachments/{CHANNEL}/{attachment_id}/{name}", data)
+        size = data if isinstance(data, int) else len(data)
+        return {"id": attachment_id, "filename": name, "size": size, "url": url,
+                "proxy_url": url, "content_type": content_type}  # fmt: skip
 
     def next_id(self) -> str:
         """A fresh snowflake: like Discord's, the time it was made (milliseconds since
@@ -195,6 +204,7 @@ class FakeDiscord(LoopbackServer):
         guild: str | None = GUILD,
         mention: bool = False,
         connected: bool = True,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A person writes: keep the message and push its MESSAGE_CREATE (``connected``:
         a client must be connected; otherwise, when none is, it is only kept); return
@@ -208,7 +218,7 @@ class FakeDiscord(LoopbackServer):
             "mentions": [BOT_USER] if mention else [],
             "mention_roles": [],
             "mention_everyone": False,
-            "attachments": [],
+            "attachments": attachments or [],
             "embeds": [],
             "timestamp": "2026-11-30T08:00:00.000000+00:00",
             "edited_timestamp": None,

@@ -24,6 +24,47 @@ class LoopbackServer:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
+        # Files the platform holds, by URL path: their bytes (or a size, served as that
+        # many zero bytes), and the bearer token a download must carry (None: any).
+        self.hosted: dict[str, tuple[bytes | int, str | None]] = {}
+        self.served: dict[str, int] = {}  # bytes sent of each hosted file, all told
+
+    def host_file(self, path: str, data: bytes | int, *, token: str | None = None) -> str:
+        """Serve ``data`` at ``path`` (a subclass routes its file paths to
+        :meth:`_hosted`); its URL."""
+        with self._lock:
+            self.hosted[path] = (data, token)
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def _hosted(self, request: web.Request) -> web.StreamResponse:
+        """A hosted file, in 64 KiB chunks; a missing or wrong token is sent to a login
+        page (as Slack does), an unknown path is 404."""
+        self.record(
+            "download", {"path": request.path, "auth": request.headers.get("Authorization")}
+        )
+        found = self.hosted.get(request.path)
+        if found is None:
+            return web.Response(status=404)
+        data, token = found
+        if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
+            return web.Response(status=302, headers={"Location": "/login"})
+        size = data if isinstance(data, int) else len(data)
+        response = web.StreamResponse(headers={"Content-Length": str(size)})
+        await response.prepare(request)
+        chunk = 64 * 1024
+        for start in range(0, size, chunk):
+            piece = (
+                bytes(min(chunk, size - start))
+                if isinstance(data, int)
+                else data[start : start + chunk]
+            )
+            try:
+                await response.write(piece)
+            except ConnectionError:
+                break
+            with self._lock:
+                self.served[request.path] = self.served.get(request.path, 0) + len(piece)
+        return response
 
     def routes(self, app: web.Application) -> None:
         """Add the server's routes."""

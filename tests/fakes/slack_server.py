@@ -130,6 +130,17 @@ class FakeSlack(LoopbackServer):
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/link", self._socket)
+        app.router.add_get("/files-pri/{path:.*}", self._hosted)
+
+    def add_file(self, name: str, data: bytes | int, *, mimetype: str) -> dict[str, Any]:
+        """Hold a file someone shared (downloadable with the bot token); its ``files``
+        entry as a message event carries it."""
+        file_id = f"F{len(self.hosted) + 1:08d}"
+        url = self.host_file(f"/files-pri/T0CHATGATE-{file_id}/{name}", data, token=TOKEN)
+        size = data if isinstance(data, int) else len(data)
+        return {"id": file_id, "name": name, "title": name, "mimetype": mimetype,
+                "filetype": name.rsplit(".", 1)[-1], "size": size, "url_private": url,
+                "url_private_download": url}  # fmt: skip
 
     async def started(self) -> None:
         """The Socket Mode outbox lives on the server's loop."""

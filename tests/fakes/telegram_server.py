@@ -107,6 +107,8 @@ class FakeTelegram(LoopbackServer):
         self._closing = False
         self._polling = False
         self.conflicts = 0
+        # Files people sent, by file_id: (path under /file/bot<token>/, size).
+        self.files: dict[str, tuple[str, int]] = {}
         # The bot's reaction on each message, by (chat id, message id).
         self.reactions: dict[tuple[int, int], list[str]] = {}
 
@@ -144,6 +146,23 @@ class FakeTelegram(LoopbackServer):
     def routes(self, app: web.Application) -> None:
         """``/bot{token}/{method}``, any HTTP method, like the Bot API."""
         app.router.add_route("*", "/bot{token}/{method}", self._api)
+        app.router.add_get("/file/bot{token}/{path:.*}", self._hosted)
+
+    def add_file(self, data: bytes | int, *, path: str = "documents/file.bin") -> str:
+        """Hold a file a person sent (``getFile`` finds it); its file_id."""
+        file_id = f"file-{len(self.files) + 1}"
+        self.files[file_id] = (path, data if isinstance(data, int) else len(data))
+        self.host_file(f"/file/bot{TOKEN}/{path}", data)
+        return file_id
+
+    async def _getFile(self, arguments: dict[str, Any]) -> Any:
+        found = self.files.get(str(arguments.get("file_id")))
+        if found is None:
+            raise _ApiError(400, "Bad Request: invalid file_id")
+        path, size = found
+        file_id = str(arguments["file_id"])
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size,
+                "file_path": path}  # fmt: skip
 
     async def started(self) -> None:
         """Long polls wait on this event."""

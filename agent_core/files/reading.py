@@ -1,0 +1,137 @@
+"""A stored file as the model reads it: an image as an image part (for a model that sees
+images; others get a line saying what was attached), text inlined (its head and tail when
+it is long), a PDF's or an office document's text, and for anything else a line saying
+what it is. Every file is also in the conversation's sandbox at ``/scratch/files/NAME``,
+which the line says, so ``run_command`` can work on the whole of it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent_core.files.sniff import IMAGE_TYPES, is_text
+from agent_core.model import ImagePart
+
+# A document's text past this many characters is cut (head and tail kept).
+TEXT_CHARACTERS = 20_000
+PDF_PAGES = 200
+SHEET_ROWS = 2_000
+_OFFICE = {
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What the model gets of one file: a section of the message's text, and an image."""
+
+    text: str
+    image: ImagePart | None = None
+
+
+async def read_file(
+    name: str,
+    content_type: str,
+    data: bytes,
+    *,
+    sees_images: bool,
+    inside: str | None,
+    characters: int = TEXT_CHARACTERS,
+) -> Read:
+    """``data`` (a file called ``name``, of the sniffed ``content_type``) for the prompt;
+    ``inside``: where the sandbox sees it."""
+    about = f"{name} ({content_type}, {human_size(len(data))})"
+    where = f"; in the sandbox at {inside}" if inside else ""
+    if content_type in IMAGE_TYPES:
+        if sees_images:
+            return Read(f"[Attached image: {about}{where}]", ImagePart(content_type, data))
+        return Read(f"[Attached image: {about}{where}. This model cannot see images.]")
+    extract = _extractor(content_type)
+    if extract is None:
+        return Read(f"[Attached file: {about}{where}. Not readable as text.]")
+    try:
+        text = await asyncio.to_thread(extract, data)
+    except Exception as exc:  # a damaged or hostile document: say so, read the rest
+        return Read(f"[Attached file: {about}{where}. Its text could not be read: {exc}]")
+    shown = head_and_tail(text, characters)
+    cut = "" if shown is text else f", cut to its first and last {characters // 2:,} characters"
+    return Read(
+        f"[Attached file: {about}{where}{cut}]\n{shown}\n[End of {name}]",
+    )
+
+
+def _extractor(content_type: str) -> Callable[[bytes], str] | None:
+    if is_text(content_type):
+        return lambda data: data.decode("utf-8", errors="replace")
+    if content_type == "application/pdf":
+        return pdf_text
+    office = _OFFICE.get(content_type)
+    if office == "docx":
+        return docx_text
+    if office == "xlsx":
+        return xlsx_text
+    return None
+
+
+def head_and_tail(text: str, characters: int) -> str:
+    """``text``, or its head and tail with a line saying how much was left out."""
+    if len(text) <= characters:
+        return text
+    half = characters // 2
+    left_out = len(text) - 2 * half
+    return f"{text[:half]}\n[... {left_out:,} characters left out ...]\n{text[-half:]}"
+
+
+def pdf_text(data: bytes) -> str:
+    """A PDF's text, page by page (its first ``PDF_PAGES``)."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(data))
+    pages = []
+    for number, page in enumerate(reader.pages[:PDF_PAGES], start=1):
+        pages.append(f"--- page {number} ---\n{page.extract_text() or ''}".rstrip())
+    if len(reader.pages) > PDF_PAGES:
+        pages.append(f"[... {len(reader.pages) - PDF_PAGES} more pages not read ...]")
+    return "\n".join(pages)
+
+
+def docx_text(data: bytes) -> str:
+    """A Word document's paragraphs and tables, as plain lines."""
+    import docx
+
+    document = docx.Document(io.BytesIO(data))
+    lines = [paragraph.text for paragraph in document.paragraphs]
+    for table in document.tables:
+        lines += ["\t".join(cell.text for cell in row.cells) for row in table.rows]
+    return "\n".join(lines)
+
+
+def xlsx_text(data: bytes) -> str:
+    """A workbook's sheets as tab-separated rows (the first ``SHEET_ROWS`` of each)."""
+    import openpyxl
+
+    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    try:
+        parts = []
+        for sheet in book.worksheets:
+            parts.append(f"--- sheet {sheet.title} ---")
+            for number, row in enumerate(sheet.iter_rows(values_only=True)):
+                if number >= SHEET_ROWS:
+                    parts.append(f"[... rows after {SHEET_ROWS} not read ...]")
+                    break
+                parts.append("\t".join("" if value is None else str(value) for value in row))
+        return "\n".join(parts)
+    finally:
+        book.close()
+
+
+def human_size(size: int) -> str:
+    """1.2 MB, 340 KB, 12 bytes."""
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.1f} MB"
+    if size >= 1024:
+        return f"{size / 1024:.0f} KB"
+    return f"{size} bytes"

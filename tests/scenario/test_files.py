@@ -1,0 +1,194 @@
+"""Files people send, through ``chatgate gateway`` with the real SDKs against the fake
+platforms and the real litellm against the fake model: a photo reaches a model that sees
+images as an image part (the file's exact bytes) and another model as a line saying what
+it is; a CSV is inlined; a PDF's and a Word document's text reach the model; a file over
+the cap is never downloaded and the reply says it was not read. Slack's download carries
+the bot token; Telegram's goes through getFile; the web chat uploads first."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.files import docx, pdf, png
+from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import TOKEN, FakeSlack
+from tests.fakes.telegram_server import FakeTelegram
+from tests.scenario.test_slack import _mention, _post_event
+from tests.scenario.test_streaming import _gateway, _wait
+from tests.scenario.test_telegram import _post, _text
+
+pytestmark = pytest.mark.any_database
+
+CSV = b"region,revenue\nnorth,4242\nsouth,1717\n"
+
+
+def _user_message(model_server: FakeModelServer, index: int = -1) -> Any:
+    request = model_server.requests[index]
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content if part["type"] == "text")
+
+
+def test_slack_photo_as_an_image_part_csv_inlined_and_a_huge_file_never_fetched(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
+    gateway.start(CHATGATE_MODEL_VISION="true", CHATGATE_STREAM_REPLIES="false")
+    try:
+        model_server.script("I see a red square.", "Here is what I read.")
+        picture = png()
+        event = _mention("what is this?", ts="1700000900.000100")
+        event["event"]["files"] = [slack.add_file("square.png", picture, mimetype="image/png")]
+        assert _post_event(gateway, event)[0] == 200
+        slack.wait_for("chat.postMessage", 1)
+        content = _user_message(model_server)
+        [image] = [part for part in content if part["type"] == "image_url"]
+        url = image["image_url"]["url"]
+        assert url == "data:image/png;base64," + base64.b64encode(picture).decode()
+        assert "[Attached image: square.png (image/png" in _text_of(content)
+        [download] = slack.called("download")
+        assert download["auth"] == f"Bearer {TOKEN}"
+
+        # A CSV beside a file declared at 200 MB: the CSV is read, the big one never
+        # fetched, and the reply says which was not read and why.
+        event = _mention("sum these", ts="1700000901.000100", event_id="EvFiles2")
+        event["event"]["files"] = [
+            slack.add_file("revenue.csv", CSV, mimetype="text/csv"),
+            slack.add_file("dump.zip", 200 * 1024 * 1024, mimetype="application/zip"),
+        ]
+        assert _post_event(gateway, event)[0] == 200
+        slack.wait_for("chat.postMessage", 2)
+        text = _text_of(_user_message(model_server))
+        assert "north,4242" in text
+        assert "south,1717" in text
+        assert "[Attached file: dump.zip. Not read: 200.0 MB is over the 25.0 MB limit" in text
+        assert len(slack.called("download")) == 2  # the PNG and the CSV; not the zip
+        assert not any("dump.zip" in path for path in slack.served)
+        reply = slack.posted()[-1]["text"]
+        assert reply.startswith("Here is what I read.")
+        assert "Not read: dump.zip (200.0 MB is over the 25.0 MB limit for one file)" in reply
+    finally:
+        gateway.stop()
+
+
+def test_telegram_pdf_text_reaches_the_model_and_a_photo_is_described_to_a_blind_model(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    gateway = _gateway(database_url, model_server, telegram, tmp_path)
+    gateway.start(CHATGATE_MODEL_VISION="false", CHATGATE_STREAM_REPLIES="false")
+    try:
+        model_server.script("The report says 4242.", "A photo.")
+        file_id = telegram.add_file(pdf("Quarterly revenue was 4242"), path="documents/q3.pdf")
+        update = _text("what does it say?")
+        message = update["message"]
+        message["caption"] = message.pop("text")
+        message["document"] = {"file_id": file_id, "file_unique_id": "u1",
+                               "file_name": "q3.pdf", "mime_type": "application/pdf"}  # fmt: skip
+        assert _post(gateway, update) == 200
+        telegram.wait_for("sendMessage", 1)
+        text = _text_of(_user_message(model_server))
+        assert "what does it say?" in text
+        assert "[Attached file: q3.pdf (application/pdf" in text
+        assert "Quarterly revenue was 4242" in text
+        assert telegram.called("getFile")[0]["file_id"] == file_id
+
+        photo_id = telegram.add_file(png(), path="photos/p.jpg")
+        update = _text("and this?")
+        update["message"]["photo"] = [
+            {"file_id": photo_id, "file_unique_id": "u2", "width": 4, "height": 3}
+        ]
+        assert _post(gateway, update) == 200
+        telegram.wait_for("sendMessage", 2)
+        content = _user_message(model_server)
+        assert isinstance(content, str)  # no image part for a model that cannot see
+        assert "photo.jpg (image/png" in content  # the type is the content's, not the name's
+        assert "This model cannot see images." in content
+    finally:
+        gateway.stop()
+
+
+def test_discord_word_document_read_and_files_stay_with_their_conversation(
+    database_url: str, model_server: FakeModelServer, discord: FakeDiscord, tmp_path: Path
+) -> None:
+    gateway = _gateway(database_url, model_server, discord, tmp_path)
+    gateway.start(CHATGATE_STREAM_REPLIES="false")
+    discord.wait_connected()
+    try:
+        model_server.script("Read it.")
+        document = docx("The launch is on Tuesday.", "Bring snacks.")
+        kind = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+        attachment = discord.attachment("plan.docx", document, content_type=kind)
+        discord.message_create("summarise", mention=True, attachments=[attachment])
+        _wait(lambda: len(discord.created) == 1)
+        text = _text_of(_user_message(model_server))
+        assert "The launch is on Tuesday.\nBring snacks." in text
+        state = tmp_path / "state"
+        [kept] = [p for p in (state / "files").glob("??/*")]
+        assert kept.read_bytes() == document
+        assert oct(kept.stat().st_mode & 0o777) == "0o444"
+    finally:
+        gateway.stop()
+
+
+def test_web_upload_then_message_and_an_upload_over_the_cap_is_413(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        CHATGATE_FILE_MAX_MB="1",
+        **model_server.settings(),
+    )
+    gateway.start(command="run")
+    try:
+        model_server.script("Two regions.")
+        status, body = _upload(gateway, "revenue.csv", CSV)
+        assert status == 201, body
+        assert body["size"] == len(CSV)
+        assert body["name"] == "revenue.csv"
+        message = {"conversation": "files", "text": "how many regions?",
+                   "attachments": [{"id": body["id"], "name": "revenue.csv"}]}  # fmt: skip
+        status, accepted = http("POST", f"{gateway.url}/api/messages", body=message)
+        assert status == 202, accepted
+        model_server.wait_for_requests(1)
+        assert "north,4242" in _text_of(_user_message(model_server))
+
+        status, body = _upload(gateway, "big.bin", bytes(1024 * 1024 + 1))
+        assert status == 413
+        assert "1 MB" in body["error"]
+        uploads = tmp_path / "state" / "uploads"
+        assert len(list(uploads.iterdir())) == 1  # only the CSV; nothing of the big one
+        bare = {"Content-Type": "multipart/form-data; boundary=x"}  # what a forged form sends
+        assert http("POST", f"{gateway.url}/api/uploads", raw=b"--x--", headers=bare)[0] == 403
+        bad = {"conversation": "files", "text": "x", "attachments": [{"id": "../../etc/passwd"}]}
+        assert http("POST", f"{gateway.url}/api/messages", body=bad)[0] == 400
+    finally:
+        gateway.stop()
+
+
+def _upload(gateway: GatewayProcess, name: str, data: bytes) -> tuple[int, Any]:
+    boundary = "chatgateboundary7MA4YWxk"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    headers = {
+        "Content-Type": f"multipart/form-data; boundary={boundary}",
+        "X-Chatgate-Upload": "1",
+    }
+    return http("POST", f"{gateway.url}/api/uploads", raw=body, headers=headers)
