@@ -163,6 +163,8 @@ class TurnRecord:
     # The state shown on its message (``Outbound.mark``), so the next mark replaces it,
     # also after a restart.
     marked: TurnState | None = None
+    # Files came with its message (``agent_core.files``).
+    has_files: bool = False
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""

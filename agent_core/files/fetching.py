@@ -93,7 +93,7 @@ class TurnFiles:
     async def prepare(self, turn: TurnRecord, *, sees_images: bool) -> Prepared:
         """The turn's message, with its files read into it."""
         text = turn.trigger_text
-        files = await self._records.turn_attachments(turn.id) if not turn.queued else []
+        files = await self._records.turn_attachments(turn.id) if turn.has_files else []
         if not files:
             return Prepared(ChatMessage(role="user", content=text))
         files = await self._fetch(turn, files)

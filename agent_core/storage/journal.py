@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import bindparam, exists, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
@@ -29,6 +29,7 @@ from agent_core.storage import usage as usage_sql
 from agent_core.storage.schema import (
     UTCDateTime,
     approvals,
+    attachments,
     conversations,
     messages,
     turn_steps,
@@ -61,6 +62,7 @@ _HEAD = (
         .limit(1)
         .scalar_subquery()
         .label("trigger"),
+        exists().where(attachments.c.turn_id == turns.c.id).label("has_files"),
     )
     .select_from(turns)
     .join(conversations, conversations.c.id == turns.c.conversation_id)
@@ -210,6 +212,7 @@ def _turn_record(
         stop_requested_by=row.stop_requested_by,
         busy_mode=head.busy_mode,
         marked=row.marked,
+        has_files=bool(head.has_files),
     )
 
 
