@@ -22,6 +22,7 @@ POINTS = (
     "after_decision",
     "after_chunk_sent",
     "after_live_post",
+    "after_file_stored",
     "after_reply_intent",
     "after_send",
     "after_get_updates",

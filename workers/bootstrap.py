@@ -251,6 +251,7 @@ def build_files(
     store: Store,
     sources: Mapping[Platform, FileSource],
     sandbox: SandboxChoice | None,
+    faults: FaultPoints | None = None,
 ) -> TurnFiles:
     """A turn's files: fetched from ``sources`` into the state directory, within the
     caps, and put where ``run_command``'s sandbox sees them (when there is one)."""
@@ -267,6 +268,7 @@ def build_files(
         ),
         inbox=functools.partial(make_inbox, state_dir) if backend else None,
         inside=FILES_INSIDE if backend is not None and backend.name != "none" else None,
+        faults=faults,
     )
 
 
@@ -342,7 +344,7 @@ def build_core(
         busy_mode=settings.busy_mode,
         collect_seconds=settings.collect_seconds,
         show_marks=settings.status_marks,
-        files=build_files(settings, store, files, sandbox) if files is not None else None,
+        files=build_files(settings, store, files, sandbox, faults) if files is not None else None,
     )
     jobs = JobRunner(
         store,

@@ -25,6 +25,7 @@ from typing import Protocol
 import structlog
 
 from agent_core.events import Platform
+from agent_core.faults import FaultPoints
 from agent_core.files.blobs import Blobs, TooLarge
 from agent_core.files.reading import human_size, read_file
 from agent_core.files.sniff import sniff
@@ -79,6 +80,7 @@ class TurnFiles:
         limits: FileLimits = FileLimits(),
         inbox: Callable[[str], Path] | None = None,
         inside: str | None = None,
+        faults: FaultPoints | None = None,
     ) -> None:
         """``inbox(conversation_id)``: the conversation's inbox directory (made if need
         be); ``inside``: where a sandbox sees it (None: the command runs on the host, and
@@ -89,6 +91,7 @@ class TurnFiles:
         self._limits = limits
         self._inbox = inbox
         self._inside = inside
+        self._faults = faults or FaultPoints()
 
     async def prepare(self, turn: TurnRecord, *, sees_images: bool) -> Prepared:
         """The turn's message, with its files read into it."""
@@ -176,6 +179,7 @@ class TurnFiles:
                 await self._records.attachment_stored(
                     file.id, sha256=blob.sha256, content_type=content_type, size=blob.size
                 )
+                self._faults.hit("after_file_stored")
                 log.info("file fetched", name=file.name, size=blob.size, content_type=content_type)
                 return _with(file, sha256=blob.sha256, content_type=content_type, size=blob.size)
         log.info("file not read", name=file.name, reason=error)

@@ -8,6 +8,7 @@ the bot token; Telegram's goes through getFile; the web chat uploads first."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,30 @@ def _upload(gateway: GatewayProcess, name: str, data: bytes) -> tuple[int, Any]:
         "X-Chatgate-Upload": "1",
     }
     return http("POST", f"{gateway.url}/api/uploads", raw=body, headers=headers)
+
+
+def test_killed_after_a_file_is_stored_it_is_not_fetched_again(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """The attachment's row is the download's journal: a gateway SIGKILLed right after a
+    file was stored fetches nothing again after its restart, and the turn then reads it
+    from the store and answers once."""
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
+    gateway.start(CHATGATE_TEST_FAULT="after_file_stored", CHATGATE_STREAM_REPLIES="false")
+    try:
+        model_server.script("Two regions.")
+        event = _mention("how many regions?", ts="1700000950.000100")
+        event["event"]["files"] = [slack.add_file("revenue.csv", CSV, mimetype="text/csv")]
+        assert _post_event(gateway, event)[0] == 200
+        assert gateway.wait_exit() == -9, gateway.log
+        assert len(slack.called("download")) == 1
+        assert not model_server.requests
+        gateway.start(CHATGATE_STREAM_REPLIES="false")
+        slack.wait_for("chat.postMessage", 1)
+        time.sleep(1.0)
+        assert len(slack.called("download")) == 1
+        assert len(model_server.requests) == 1
+        assert "north,4242" in _text_of(_user_message(model_server))
+        assert [p["text"] for p in slack.posted()] == ["Two regions."]
+    finally:
+        gateway.stop()

@@ -7,6 +7,7 @@ installs it for ``make test``). When the suite runs as root the commands run as 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import signal
@@ -20,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from agent_core.sandbox import seccomp
-from agent_core.sandbox.base import PROBE, SandboxLimits, SandboxUnavailable, scratch_dir
+from agent_core.sandbox.base import (
+    PROBE,
+    SandboxLimits,
+    SandboxUnavailable,
+    inbox_dir,
+    make_inbox,
+    scratch_dir,
+)
 from agent_core.sandbox.bwrap import SYSTEM, BwrapSandbox
 from agent_core.sandbox.choose import SandboxConfig, choose_sandbox
 
@@ -93,6 +101,38 @@ async def test_files_stay_between_commands_of_a_conversation_and_no_further(
     )
     assert "remembered" not in other
     assert other.startswith("exit code 2")
+
+
+async def test_a_conversations_files_are_read_only_at_files_and_no_other_sees_them(
+    bwrap: BwrapSandbox, state: Path
+) -> None:
+    """The files sent in a conversation (its inbox, which chatgate fills) are at /files for
+    its commands, read-only; another conversation's commands see none of them by any
+    path, and cannot replace them through a link in their own scratch directory."""
+    inbox = make_inbox(state, "c1")
+    (inbox / "report.csv").write_text("north,4242\n")
+    (inbox / "report.csv").chmod(0o444)
+    limits = SandboxLimits()
+    run = functools.partial(bwrap.run, limits=limits)
+    mine = await run(
+        "cat /files/report.csv; echo x > /files/report.csv; rm -f /files/report.csv; "
+        "touch /files/new; ls /files",
+        scratch=scratch_dir(state, "c1"),
+        files=inbox_dir(state, "c1"),
+    )
+    assert mine.count("north,4242") == 1
+    assert "report.csv" in mine.splitlines()[-1]
+    assert "new" not in mine.splitlines()[-1]
+    assert (inbox / "report.csv").read_text() == "north,4242\n"
+    other = await run(
+        f"cat /files/report.csv; cat {inbox}/report.csv; ls {state}/inbox; "
+        "ln -s /etc /scratch/files; ls /files",
+        scratch=scratch_dir(state, "c2"),
+        files=inbox_dir(state, "c2"),
+    )
+    assert inbox_dir(state, "c2") is None
+    assert "north,4242" not in other
+    assert (inbox / "report.csv").read_text() == "north,4242\n"
 
 
 def _plant(path: Path, text: str) -> None:
