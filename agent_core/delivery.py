@@ -6,7 +6,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Platform, Reply
+from agent_core.events import (
+    ApprovalPrompt,
+    ConversationKey,
+    Edit,
+    OutgoingFile,
+    Platform,
+    Reply,
+)
 from agent_core.live_reply import LiveReply
 from agent_core.records import TurnState
 
@@ -29,6 +36,12 @@ class Outbound(Protocol):
         the chunks in ``reply.delivered``. Raise ``DeliveryError`` when it cannot be
         delivered.
         """
+        ...
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """Deliver a file to its conversation (its thread), the caption with it; the
+        receipt is the message that carries it. With ``resend``, a platform that can look
+        for its earlier delivery does, and returns that one's receipt."""
         ...
 
     async def edit(self, edit: Edit) -> None:
@@ -83,6 +96,10 @@ class OutboundRouter:
     ) -> str:
         """Deliver through the platform's sender."""
         return await self._sender(reply.conversation.platform).send(reply, progress=progress)
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """Deliver through the platform's sender."""
+        return await self._sender(file.conversation.platform).send_file(file)
 
     async def edit(self, edit: Edit) -> None:
         """Edit through the platform's sender."""

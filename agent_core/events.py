@@ -169,6 +169,24 @@ class ApprovalPrompt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingFile:
+    """A file the agent sends to a conversation (``send_file``), with a caption.
+
+    ``idempotency_key`` is the tool call's: a platform that can tell a file it already
+    delivered (by a nonce, or by looking) delivers it once however often it is asked."""
+
+    kind: Literal["file"] = "file"
+    conversation: ConversationKey
+    name: str
+    data: bytes = field(repr=False)
+    content_type: str
+    caption: str | None = None
+    idempotency_key: str
+    # An earlier attempt may have sent it already: look before sending again.
+    resend: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Edit:
     """Replace the text of a message we sent (e.g. an approval prompt once decided)."""
 

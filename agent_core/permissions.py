@@ -104,6 +104,8 @@ def _defaults(call: ToolCall, context: PermissionContext) -> Decision | None:
             return "allow"
         case "remember" | "recall" | "forget":
             return "allow"
+        case "send_file":
+            return "allow"  # into the conversation it runs for, and nowhere else
         case "http_request":
             # A request that carries a credential asks, unless a policy rule allows it.
             if carries_secret(call):

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from agent_core.budgets import BudgetLimits
 from agent_core.delivery import ChunkSent, Outbound
 from agent_core.errors import ModelError
-from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.faults import FaultPoints
 from agent_core.loop import TurnRunner, TurnStore
 from agent_core.model import ChatMessage, Model, ModelReply, TextSoFar
@@ -129,6 +129,7 @@ class RecordingOutbound:
 
     def __init__(self, *, live_interval: float | None = None, live_posts: bool = False) -> None:
         self.sent: list[Reply | ApprovalPrompt] = []
+        self.files: list[OutgoingFile] = []
         self.edits: list[Edit] = []
         self.lives: list[RecordingLiveReply] = []
         self.marks: list[tuple[str, TurnState, TurnState | None]] = []
@@ -170,6 +171,11 @@ class RecordingOutbound:
         """Record the reply; the receipt counts deliveries."""
         self.sent.append(reply)
         return f"receipt-{len(self.sent)}"
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """Record the file; the receipt counts files."""
+        self.files.append(file)
+        return f"file-{len(self.files)}"
 
     async def edit(self, edit: Edit) -> None:
         """Record the edit."""

@@ -314,7 +314,12 @@ class ToolRound:
             with tracing.span("chatgate.tool", tracing.tool_attributes(call, seq)) as span:
                 outcome = await tool.run(
                     arguments,
-                    ToolContext(turn=context, call_id=call.id, idempotency_key=f"{turn.id}:{seq}"),
+                    ToolContext(
+                        turn=context,
+                        call_id=call.id,
+                        idempotency_key=f"{turn.id}:{seq}",
+                        rerun=turn.step(seq) is not None,
+                    ),
                 )
                 span.set({"chatgate.tool.outcome": outcome.status})
                 if outcome.status != "ok":

@@ -53,6 +53,7 @@ from agent_core.tools.memory_tools import memory_tools_factory
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.run_command import run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
+from agent_core.tools.send_file import send_file_factory
 from workers.dispatcher import ScheduleDispatcher
 
 if TYPE_CHECKING:
@@ -224,6 +225,7 @@ def build_tools(
     store: Store,
     mcp: McpServers,
     sandbox: SandboxChoice | None,
+    outbound: Outbound,
 ) -> ToolRegistry:
     """The built-in tools, configured from ``[tools.*]``, and the MCP servers' tools;
     ``run_command`` only with a working sandbox."""
@@ -243,6 +245,13 @@ def build_tools(
         state_dir = settings.state_dir.resolve()
         limits = sandbox_limits(settings)
         factories.insert(3, run_command_factory(state_dir, sandbox.sandbox, limits))
+        megabyte = 1024 * 1024
+        factories.insert(
+            4,
+            send_file_factory(
+                state_dir, outbound, store, limit=int(settings.file_max_mb * megabyte)
+            ),
+        )
     return ToolRegistry(factories)
 
 
@@ -331,7 +340,7 @@ def build_core(
         system_prompt=settings.system_prompt,
         reply_max_tokens=settings.reply_max_tokens,
         max_steps=settings.max_steps,
-        tools=build_tools(settings, secrets, schedules, store, mcp, sandbox),
+        tools=build_tools(settings, secrets, schedules, store, mcp, sandbox, outbound),
         tool_round=tool_round,
         faults=faults,
         observer=observer,

@@ -19,7 +19,7 @@ from adapters.downloads import check_host, download, host_of
 from adapters.markdown import to_discord
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import JobsListing
 from agent_core.records import AttachmentRecord, TurnState
@@ -106,6 +106,24 @@ class DiscordSender:
         if self._files is not None:
             await self._files.close()
             self._files = None
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """An attachment on a message in the thread or channel, the caption as its text,
+        with the call's nonce: sent again after a crash, Discord answers with the message
+        already sent."""
+        import io
+
+        import discord
+
+        channel = await self._channel(file.conversation)
+        with _delivered():
+            sent = await channel.send(
+                (file.caption or "")[:DISCORD_LIMIT] or None,
+                file=discord.File(io.BytesIO(file.data), filename=file.name),
+                nonce=nonce(f"{file.idempotency_key}:file"),
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+        return str(sent.id)
 
     async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
         """An attachment, from Discord's CDN (its signed link, no token)."""

@@ -22,7 +22,7 @@ from adapters.slack.parse import bare_user
 from adapters.slack.render import approval_blocks, jobs_blocks
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import JobsListing
@@ -205,6 +205,48 @@ class SlackSender:
                 if len(receipts) < len(messages):
                     self._faults.hit("after_chunk_sent")
         return receipts[0]
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """``files_upload_v2`` into the conversation's thread, the caption as its comment;
+        the receipt is the file's id. Slack files carry no metadata: a resend first looks
+        in the thread for a file of the bot's with the same name and size."""
+        where = file.conversation
+        if file.resend:
+            found = await self._file_posted(where, file.name, len(file.data))
+            if found is not None:
+                return found
+        with _delivered():
+            answer = await self.client.files_upload_v2(
+                channel=where.channel,
+                thread_ts=where.thread,
+                content=file.data,
+                filename=file.name,
+                title=file.name,
+                initial_comment=file.caption or None,
+            )
+        uploaded = answer.get("file") or {}
+        return f"file:{uploaded.get('id', '')}"
+
+    async def _file_posted(self, where: ConversationKey, name: str, size: int) -> str | None:
+        """A file of the bot's with this name and size in the thread (or the channel's
+        latest 200 messages), by its id; None when there is none or Slack will not say."""
+        try:
+            user_id, bot_id = await self.identity()
+            page: dict[str, object] = {"channel": where.channel, "limit": 200}
+            if where.thread:
+                response = await self.client.conversations_replies(ts=where.thread, **page)  # type: ignore[arg-type]
+            else:
+                response = await self.client.conversations_history(**page)  # type: ignore[arg-type]
+        except SlackApiError as exc:
+            log.warning("looking for a file already sent failed", error=str(exc))
+            return None
+        for message in response.get("messages") or []:
+            if message.get("user") != user_id and message.get("bot_id") != bot_id:
+                continue
+            for shared in message.get("files") or []:
+                if shared.get("name") == name and shared.get("size") == size:
+                    return f"file:{shared.get('id', '')}"
+        return None
 
     async def _posted(
         self,

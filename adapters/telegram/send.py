@@ -23,7 +23,7 @@ from adapters.telegram.render import (
 )
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
-from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import JobsListing
@@ -42,6 +42,9 @@ REACTIONS: dict[TurnState, str] = {
     "done": "👌",
     "failed": "😢",
 }
+# A photo (``sendPhoto``) is at most 10 MB; a caption at most 1,024 characters.
+PHOTO_LIMIT = 10 * 1024 * 1024
+CAPTION_LIMIT = 1024
 # The largest file the Bot API lets a bot download (``getFile``).
 BOT_API_FILE_LIMIT = 20 * 1024 * 1024
 # An answerCallbackQuery text is at most 200 characters.
@@ -108,6 +111,26 @@ class TelegramSender:
         if self._files is not None:
             await self._files.close()
             self._files = None
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """``sendPhoto`` for a picture Telegram shows inline (JPEG, PNG), else
+        ``sendDocument``, the caption with it. The Bot API cannot read a chat back: a file
+        sent just before a crash cannot be told from one not sent (``send_file`` asks,
+        on Telegram, before sending again)."""
+        from telegram import InputFile
+
+        thread = file.conversation.thread
+        where = {
+            "chat_id": int(file.conversation.channel),
+            "message_thread_id": int(thread) if thread else None,
+        }
+        upload = InputFile(file.data, filename=file.name)
+        caption = (file.caption or "")[:CAPTION_LIMIT] or None
+        if file.content_type in ("image/jpeg", "image/png") and len(file.data) <= PHOTO_LIMIT:
+            sent = await self._call("send_photo", photo=upload, caption=caption, **where)
+        else:
+            sent = await self._call("send_document", document=upload, caption=caption, **where)
+        return str(sent.message_id)
 
     async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
         """A photo, document, voice note ... (``getFile``, then its download link). The

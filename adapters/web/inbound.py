@@ -12,6 +12,7 @@ from adapters.web.auth import is_loopback
 from adapters.web.send import WebHub, WebSender
 from adapters.web.uploads import uploads_dir
 from agent_core.events import Platform
+from agent_core.files.blobs import LocalBlobs
 from agent_core.settings import Settings
 
 
@@ -22,7 +23,8 @@ class WebAdapter(SenderLifecycle[WebSender]):
 
     def __init__(self, settings: Settings, hub: WebHub | None = None) -> None:
         self.hub = hub or WebHub()
-        self.sender = WebSender(self.hub, uploads_dir(settings.state_dir.resolve()))
+        state = settings.state_dir.resolve()
+        self.sender = WebSender(self.hub, uploads_dir(state), LocalBlobs(state / "files"))
         self._settings = settings
         self.hearing = Hearing()  # no connection: the gateway's own HTTP server
 

@@ -22,6 +22,14 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
         item["approval"] = approval_item(message.approval)
     if isinstance(message.payload, dict) and isinstance(message.payload.get("jobs"), list):
         item["jobs"] = message.payload["jobs"]
+    sent = message.payload.get("file") if isinstance(message.payload, dict) else None
+    if isinstance(sent, dict) and str(sent.get("receipt", "")).startswith("web-file:"):
+        item["file"] = {
+            "name": sent.get("name"),
+            "size": sent.get("size"),
+            "content_type": sent.get("content_type"),
+            "url": f"/api/files/{message.id}",
+        }
     return item
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from adapters.web.uploads import read_upload
 from agent_core.delivery import ChunkSent
-from agent_core.events import ApprovalPrompt, ConversationKey, Edit, Reply
+from agent_core.errors import DeliveryError
+from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
+from agent_core.files.blobs import Blobs
 from agent_core.files.fetching import FileUnavailable
 from agent_core.records import AttachmentRecord, TurnState
 
@@ -75,12 +77,32 @@ class WebHub:
                 del self._waiters[conversation]
 
 
+# A web receipt for a file: the file store's hash of it.
+WEB_FILE = "web-file:"
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
 class WebSender:
     """Delivers web replies: the row is already stored, so wake the conversation's streams."""
 
-    def __init__(self, hub: WebHub, uploads: Path | None = None) -> None:
+    def __init__(
+        self, hub: WebHub, uploads: Path | None = None, files: Blobs | None = None
+    ) -> None:
         self._hub = hub
         self._uploads = uploads
+        self._files = files
+
+    async def send_file(self, file: OutgoingFile) -> str:
+        """Keep the file (by its content: sending it twice keeps it once); the page shows
+        the conversation's note of it as a download link (``GET /api/files/{note}``)."""
+        if self._files is None:
+            raise DeliveryError("the web chat keeps no files here")
+        blob = await self._files.put(_once(file.data), limit=len(file.data))
+        self._hub.publish(file.conversation)
+        return f"{WEB_FILE}{blob.sha256}"
 
     async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
         """A file uploaded with the message (``POST /api/uploads``), by its id."""

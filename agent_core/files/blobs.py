@@ -64,6 +64,10 @@ class LocalBlobs:
     def __init__(self, root: Path) -> None:
         self._root = root
 
+    def path(self, sha256: str) -> Path:
+        """Where a stored file lies (``ValueError`` for what is not a SHA-256)."""
+        return self._path(sha256)
+
     def _path(self, sha256: str) -> Path:
         if _HASH.fullmatch(sha256) is None:
             raise ValueError(f"not a SHA-256: {sha256!r}")

@@ -223,8 +223,16 @@ def add_note(
     text: str,
     approval_id: str | None,
     payload: JsonValue = None,
+    key: str | None = None,
 ) -> int:
+    if key is not None:
+        found = conn.execute(
+            select(messages.c.id).where(messages.c.delivery_key == key)
+        ).scalar_one_or_none()
+        if found is not None:
+            return int(found)
     values = {
+        "delivery_key": key,
         "conversation_id": conversation_id,
         "role": "system",
         "text": text,

@@ -373,10 +373,17 @@ class Store(PeopleRows):
         *,
         approval_id: str | None = None,
         payload: JsonValue = None,
+        key: str | None = None,
     ) -> int:
-        """Add a system message to the conversation (shown to people, not to the model)."""
+        """Add a system message to the conversation (shown to people, not to the model);
+        with ``key``, once: a second call returns the first note's id."""
         return await self.database.write(
-            ledger.add_note, conversation_id, text=text, approval_id=approval_id, payload=payload
+            ledger.add_note,
+            conversation_id,
+            text=text,
+            approval_id=approval_id,
+            payload=payload,
+            key=key,
         )
 
     async def rewrite_note(self, message_id: int, text: str, payload: JsonValue) -> None:

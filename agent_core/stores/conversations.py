@@ -116,8 +116,10 @@ class Ledger(Marks, Protocol):
         *,
         approval_id: str | None = None,
         payload: JsonValue = None,
+        key: str | None = None,
     ) -> int:
-        """Add a system message to the conversation (shown to people, not to the model)."""
+        """Add a system message to the conversation (shown to people, not to the model);
+        with ``key``, once: a second call returns the first note's id."""
         ...
 
     async def rewrite_note(self, message_id: int, text: str, payload: JsonValue) -> None:

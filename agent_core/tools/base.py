@@ -45,6 +45,9 @@ class ToolContext:
     # Stable across re-runs of the same call (``turn_id:seq``): pass it to anything that
     # can dedupe, so a re-run after a crash does not repeat the effect.
     idempotency_key: str
+    # An earlier attempt journaled this call's intent and not its result: it may have
+    # had its effect (a tool that can look should, before doing it again).
+    rerun: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from adapters.web.auth import (
 )
 from adapters.web.parse import parse_decision, parse_message, parse_schedule_action
 from adapters.web.render import approval_item, conversation_item, message_item
-from adapters.web.send import Draft
+from adapters.web.send import WEB_FILE, Draft
 from adapters.web.uploads import UploadTooLarge, save_upload, uploads_dir
 from agent_core.errors import (
     AlreadyDecided,
@@ -31,6 +32,7 @@ from agent_core.errors import (
     PairingRefused,
     ScheduleNotFound,
 )
+from agent_core.files.blobs import LocalBlobs
 from agent_core.journaled import item_json
 from agent_core.records import ConversationRecord
 from gateway.inbound import refusal
@@ -194,6 +196,46 @@ async def upload(request: web.Request) -> web.Response:
     except UploadTooLarge:
         return json_error(413, f"files are read up to {runtime.settings.file_max_mb:g} MB")
     return web.json_response({"id": upload_id, "name": name, "size": size}, status=201)
+
+
+# Types a browser may show from this origin; anything else is only ever downloaded (an
+# HTML file the agent made must not run as this page's own).
+_SHOWN_INLINE = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+async def sent_file(request: web.Request) -> web.StreamResponse:
+    """A file the agent sent in a web conversation (``send_file``), by its note's id."""
+    runtime = request.app[RUNTIME]
+    try:
+        message_id = int(request.match_info["id"])
+    except ValueError:
+        return json_error(404, "no such file")
+    message = await runtime.store.message(message_id)
+    sent = message.payload.get("file") if message and isinstance(message.payload, dict) else None
+    receipt = str(sent.get("receipt", "")) if isinstance(sent, dict) else ""
+    conversation = await runtime.store.conversation(message.conversation_id) if message else None
+    if (
+        not receipt.startswith(WEB_FILE)
+        or conversation is None
+        or conversation.key.platform != "web"
+    ):
+        return json_error(404, "no such file")
+    assert isinstance(sent, dict)
+    path = LocalBlobs(runtime.settings.state_dir.resolve() / "files").path(receipt[len(WEB_FILE) :])
+    if not path.is_file():
+        return json_error(410, "the file is no longer kept")
+    content_type = str(sent.get("content_type") or "")
+    shown = content_type in _SHOWN_INLINE
+    name = re.sub(r"[^A-Za-z0-9._ -]", "_", str(sent.get("name") or "file"))
+    return web.FileResponse(
+        path,
+        headers={
+            "Content-Type": content_type if shown else "application/octet-stream",
+            "Content-Disposition": f'{"inline" if shown else "attachment"}; filename="{name}"',
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+        },
+    )
 
 
 async def decide(request: web.Request) -> web.Response:
@@ -397,6 +439,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_static("/static", STATIC)
     app.router.add_post("/api/messages", post_message)
     app.router.add_post("/api/uploads", upload)
+    app.router.add_get("/api/files/{id}", sent_file)
     app.router.add_post("/api/approvals/{id}", decide)
     app.router.add_post("/api/schedules/{id}", change_schedule)
     app.router.add_get("/api/pairing", pairing_state)

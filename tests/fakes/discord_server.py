@@ -72,6 +72,8 @@ class FakeDiscord(LoopbackServer):
         self._backlog: list[dict[str, Any]] = []
         # Messages created, in order (a nonce-deduplicated resend is not a new one).
         self.created: list[dict[str, Any]] = []
+        # Files the bot sent as attachments: channel_id, message_id, filename, data.
+        self.sent_files: list[dict[str, Any]] = []
         self.rate_limited: dict[str, int] = {}
         self.application_flags = MESSAGE_CONTENT_FLAG
         self.identified: list[dict[str, Any]] = []
@@ -377,11 +379,18 @@ class FakeDiscord(LoopbackServer):
     async def _rest(self, request: web.Request) -> web.Response:
         path = request.match_info["path"]
         body: Any = None
+        uploads: list[dict[str, Any]] = []
         if request.can_read_body:
-            raw = await request.read()
             if request.content_type == "multipart/form-data":
-                body = {"multipart": True}
+                form = await request.post()
+                payload = form.get("payload_json")
+                body = json.loads(payload) if isinstance(payload, str) else {}
+                for key, value in form.items():
+                    if key.startswith("files[") and not isinstance(value, str):
+                        uploads.append({"filename": value.filename, "data": value.file.read()})
+                body["multipart"] = True
             else:
+                raw = await request.read()
                 body = json.loads(raw) if raw else None
         route = f"{request.method} {path}"
         authorised = request.headers.get("Authorization") == f"Bot {TOKEN}"
@@ -400,7 +409,7 @@ class FakeDiscord(LoopbackServer):
             if parts[2] == "typing":
                 return web.Response(status=204)
             if parts[2] == "messages":
-                return self._create(parts[1], body or {})
+                return self._create(parts[1], body or {}, uploads)
         if route.startswith("GET channels/") and len(parts) == 3 and parts[2] == "messages":
             await asyncio.sleep(self.history_delay)
             return self._history(parts[1], request.query)
@@ -427,7 +436,9 @@ class FakeDiscord(LoopbackServer):
             "summary": "", "rpc_origins": [], "interactions_endpoint_url": None,
         }  # fmt: skip
 
-    def _create(self, channel_id: str, body: dict[str, Any]) -> web.Response:
+    def _create(
+        self, channel_id: str, body: dict[str, Any], uploads: list[dict[str, Any]] | None = None
+    ) -> web.Response:
         left = self.rate_limited.get(channel_id, 0)
         if left > 0:
             self.rate_limited[channel_id] = left - 1
@@ -446,6 +457,15 @@ class FakeDiscord(LoopbackServer):
             if known is not None:
                 return _json(known)
         message = self._message(channel_id, body)
+        for upload in uploads or ():
+            attachment_id = self.next_id()
+            message["attachments"].append(
+                {"id": attachment_id, "filename": upload["filename"], "size": len(upload["data"]),
+                 "url": f"http://127.0.0.1:{self.port}/attachments/{channel_id}/{attachment_id}"}
+            )  # fmt: skip
+            self.sent_files.append(
+                {"channel_id": channel_id, "message_id": message["id"], **upload}
+            )
         if body.get("enforce_nonce") and nonce is not None:
             self._nonces[(channel_id, str(nonce))] = message
         self.created.append(message)

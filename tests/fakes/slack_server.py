@@ -71,6 +71,8 @@ class FakeSlack(LoopbackServer):
         self.refuse_connections = False
         # Whether the chat streaming API answers (an app without it is refused).
         self.streaming = True
+        # Files the bot shared (files_upload_v2), by file id: id, name, title, data.
+        self.uploads: dict[str, dict[str, Any]] = {}
         # The bot's reactions, by (channel, message ts).
         self.reactions: dict[tuple[str, str], list[str]] = {}
         self._sockets: list[web.WebSocketResponse] = []
@@ -131,6 +133,58 @@ class FakeSlack(LoopbackServer):
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/link", self._socket)
         app.router.add_get("/files-pri/{path:.*}", self._hosted)
+        app.router.add_post("/upload/{file_id}", self._upload)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Step two of ``files_upload_v2``: the bytes, to the URL step one handed out."""
+        file_id = request.match_info["file_id"]
+        if file_id not in self.uploads:
+            return web.Response(status=404)
+        if request.content_type == "multipart/form-data":
+            form = await request.post()
+            field = next(iter(form.values()))
+            data = field.file.read() if hasattr(field, "file") else str(field).encode()
+        else:
+            data = await request.read()
+        self.record("upload", {"file_id": file_id, "size": len(data)})
+        self.uploads[file_id]["data"] = data
+        return web.Response(text="OK - uploaded")
+
+    def _files_api(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Steps one and three of ``files_upload_v2``, and ``files.info``: a file shared
+        in a thread is a message of the bot's with the file on it."""
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{len(self.uploads) + 900:08d}"
+            self.uploads[file_id] = {"id": file_id, "name": arguments.get("filename"),
+                                     "data": None}  # fmt: skip
+            url = f"http://127.0.0.1:{self.port}/upload/{file_id}"
+            return {"ok": True, "upload_url": url, "file_id": file_id}
+        if method == "files.info":
+            found = self.uploads.get(str(arguments.get("file")))
+            if found is None:
+                return {"ok": False, "error": "file_not_found"}
+            return {"ok": True, "file": self._file(found)}
+        files = arguments.get("files")
+        files = json.loads(files) if isinstance(files, str) else files or []
+        shared = []
+        for item in files:
+            found = self.uploads.get(str(item.get("id")))
+            if found is None or found["data"] is None:
+                return {"ok": False, "error": "file_upload_not_found"}
+            found["title"] = item.get("title") or found["name"]
+            shared.append(self._file(found))
+        comment = arguments.get("initial_comment") or ""
+        self.messages.append(
+            {"channel": arguments.get("channel_id"), "ts": posted_ts(next(self._ts)),
+             "thread_ts": arguments.get("thread_ts"), "text": comment, "metadata": None,
+             "bot_id": BOT_ID, "user": BOT_USER, "files": shared}
+        )  # fmt: skip
+        return {"ok": True, "files": shared}
+
+    @staticmethod
+    def _file(found: dict[str, Any]) -> dict[str, Any]:
+        return {"id": found["id"], "name": found["name"], "title": found.get("title"),
+                "size": len(found["data"] or b"")}  # fmt: skip
 
     def add_file(self, name: str, data: bytes | int, *, mimetype: str) -> dict[str, Any]:
         """Hold a file someone shared (downloadable with the bot token); its ``files``
@@ -230,6 +284,8 @@ class FakeSlack(LoopbackServer):
             )
         if method in ("reactions.add", "reactions.remove"):
             return web.json_response(self._react(method, arguments))
+        if method in ("files.getUploadURLExternal", "files.completeUploadExternal", "files.info"):
+            return web.json_response(self._files_api(method, arguments))
         if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
             return web.json_response(self._stream(method, arguments))
         if method in ("conversations.replies", "conversations.history"):
@@ -340,6 +396,7 @@ class FakeSlack(LoopbackServer):
                 "text": m["text"],
                 "bot_id": m["bot_id"],
                 **({"metadata": m["metadata"]} if metadata and m["metadata"] else {}),
+                **({"files": m["files"], "user": m["user"]} if m.get("files") else {}),
             }
             for m in page
         ]

@@ -107,6 +107,8 @@ class FakeTelegram(LoopbackServer):
         self._closing = False
         self._polling = False
         self.conflicts = 0
+        # Files the bot sent (sendPhoto, sendDocument): kind, chat_id, filename, data.
+        self.sent_files: list[dict[str, Any]] = []
         # Files people sent, by file_id: (path under /file/bot<token>/, size).
         self.files: dict[str, tuple[str, int]] = {}
         # The bot's reaction on each message, by (chat id, message id).
@@ -199,6 +201,38 @@ class FakeTelegram(LoopbackServer):
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
         }
+
+    async def _sendPhoto(self, arguments: dict[str, Any]) -> Any:
+        return self._file_message(arguments, "photo")
+
+    async def _sendDocument(self, arguments: dict[str, Any]) -> Any:
+        return self._file_message(arguments, "document")
+
+    def _file_message(self, arguments: dict[str, Any], kind: str) -> Any:
+        """A photo or document the bot sent (its bytes in ``sent_files``)."""
+        upload = arguments.get(kind)
+        if not isinstance(upload, dict) or "data" not in upload:
+            raise _ApiError(400, f"Bad Request: there is no {kind} in the request")
+        chat_id = int(arguments["chat_id"])
+        message = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "chatgate"},
+            "caption": arguments.get("caption") or "",
+        }
+        file_id = f"sent-{message['message_id']}"
+        if kind == "photo":
+            message["photo"] = [{"file_id": file_id, "file_unique_id": file_id, "width": 1,
+                                 "height": 1, "file_size": len(upload["data"])}]  # fmt: skip
+        else:
+            message["document"] = {"file_id": file_id, "file_unique_id": file_id,
+                                   "file_name": upload["filename"],
+                                   "file_size": len(upload["data"])}  # fmt: skip
+        with self._lock:
+            self.sent_files.append({"kind": kind, "chat_id": chat_id, **upload,
+                                    "caption": message["caption"]})  # fmt: skip
+        return message
 
     async def _sendMessage(self, arguments: dict[str, Any]) -> Any:
         chat_id = int(arguments["chat_id"])
@@ -372,7 +406,9 @@ async def _arguments(request: web.Request) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     for key, value in form.items():
         if not isinstance(value, str):
-            continue  # an uploaded file
+            # An uploaded file: its name and bytes.
+            arguments[key] = {"filename": value.filename, "data": value.file.read()}
+            continue
         try:
             decoded = json.loads(value)
         except ValueError:

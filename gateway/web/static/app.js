@@ -231,6 +231,23 @@ function showDraft(draft) {
   setStatus("The agent is writing…");
 }
 
+// A file the agent sent: a link that downloads it (and the picture itself for an image).
+function fileCard(li, item) {
+  li.classList.add("file");
+  const link = document.createElement("a");
+  link.href = item.file.url;
+  link.textContent = item.text;
+  link.setAttribute("download", item.file.name);
+  li.appendChild(link);
+  if (/^image\/(png|jpeg|gif|webp)$/.test(item.file.content_type || "")) {
+    const picture = document.createElement("img");
+    picture.src = item.file.url;
+    picture.alt = item.file.name;
+    picture.className = "sent-image";
+    li.appendChild(picture);
+  }
+}
+
 function renderItem(item) {
   if (state.seen.has(item.id)) return;
   state.seen.add(item.id);
@@ -244,6 +261,8 @@ function renderItem(item) {
     approvalCard(li, item.approval);
   } else if (Array.isArray(item.jobs)) {
     jobsCard(li, item);
+  } else if (item.file) {
+    fileCard(li, item);
   } else {
     li.textContent = item.text;
     if (item.approval) {
