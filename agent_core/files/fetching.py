@@ -170,7 +170,8 @@ class TurnFiles:
                 error = (
                     f"it is over the {human_size(limit)} limit"
                     if limit == limits.per_file
-                    else f"the message's files are over the {human_size(limits.per_turn)} limit"
+                    else f"the message's files are over the {human_size(limits.per_turn)} "
+                    "limit for one message"
                 )
             except FileUnavailable as exc:
                 error = str(exc)
