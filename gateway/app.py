@@ -20,6 +20,8 @@ from adapters.web.send import WebHub
 from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
 from agent_core.faults import FaultPoints
+from agent_core.files.blobs import LocalBlobs
+from agent_core.files.retention import FileRetention
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
 from agent_core.model import Model
@@ -101,6 +103,25 @@ async def _sweep(runtime: Runtime, interval: float) -> None:
             log.exception("sweep failed")
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(interval):
+                await runtime.stopping.wait()
+
+
+async def _retain_files(runtime: Runtime, every: float = 3600.0) -> None:
+    """Remove files past ``CHATGATE_FILE_RETENTION_DAYS`` (at start, then every hour)."""
+    state = runtime.settings.state_dir.resolve()
+    retention = FileRetention(
+        runtime.store,
+        state,
+        days=runtime.settings.file_retention_days,
+        blobs=LocalBlobs(state / "files"),
+    )
+    while not runtime.stopping.is_set():
+        try:
+            await retention.sweep()
+        except Exception:
+            log.exception("removing old files failed")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(every):
                 await runtime.stopping.wait()
 
 
@@ -245,7 +266,9 @@ def build_app(
             sweeper = asyncio.create_task(
                 _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
             )
-            background: list[asyncio.Task[None]] = []
+            background: list[asyncio.Task[None]] = [
+                asyncio.create_task(_retain_files(runtime), name="file retention")
+            ]
             if local is not None:
                 ticker = ScheduleDispatcher(
                     store,

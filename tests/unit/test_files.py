@@ -191,3 +191,45 @@ def test_names_in_the_sandbox_are_plain() -> None:
     assert safe_name(".bashrc", 0) == "bashrc"
     assert safe_name("a/b\\c; rm -rf $HOME.txt", 0) == "b_c_ rm -rf _HOME.txt"
     assert safe_name("...", 2) == "file-3"
+
+
+async def test_retention_keeps_what_a_recent_attachment_uses_and_removes_the_rest(
+    tmp_path: Path,
+) -> None:
+    from agent_core.files.retention import FileRetention
+
+    blobs = LocalBlobs(tmp_path / "files")
+
+    async def one(data: bytes) -> AsyncIterator[bytes]:
+        yield data
+
+    used = await blobs.put(one(b"used"), limit=100)
+    unused = await blobs.put(one(b"unused"), limit=100)
+    recent = await blobs.put(one(b"recent"), limit=100)
+
+    class InUse(Records):
+        async def file_hashes_in_use(self, since: datetime) -> set[str]:
+            return {used.sha256}
+
+    def plant() -> list[Path]:
+        inbox = tmp_path / "inbox" / "c1"
+        uploads = tmp_path / "uploads"
+        for directory in (inbox, uploads):
+            directory.mkdir(parents=True, exist_ok=True)
+        (inbox / "old.csv").write_text("x")
+        (inbox / "new.csv").write_text("x")
+        (uploads / ("a" * 32)).write_text("x")
+        (inbox / "link").symlink_to(tmp_path / "files")
+        return [inbox / "old.csv", uploads / ("a" * 32), blobs.path(used.sha256),
+                blobs.path(unused.sha256)]  # fmt: skip
+
+    old = time.time() - 40 * 86400
+    for path in await asyncio.to_thread(plant):
+        os.utime(path, (old, old))
+    swept = await FileRetention(InUse(), tmp_path, days=30, blobs=blobs).sweep()
+    assert (swept.stored, swept.inbox, swept.uploads) == (1, 1, 1)
+    exists = await asyncio.to_thread(
+        lambda: [blobs.path(b.sha256).exists() for b in (used, unused, recent)]
+    )
+    assert exists == [True, False, True]
+    assert await asyncio.to_thread((tmp_path / "inbox" / "c1" / "new.csv").exists)
