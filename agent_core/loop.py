@@ -450,8 +450,8 @@ class TurnRunner:
             text = output.text
             if output.error or not calls:
                 # A final answer: its model call is journaled with the reply's intent.
-                if prepared.not_read and output.role == "assistant":
-                    text = f"{text}\n\n_Not read: {'; '.join(prepared.not_read)}._"
+                if output.role == "assistant":
+                    text = _with_files(text, prepared)
                 return _Answer(seq + 1, output.role, text, output.error, answered=answered)
             if answered is not None:
                 await self._store.finish_step(
@@ -563,6 +563,15 @@ def _free_seq(turn: TurnRecord) -> int:
         if step.kind == "reply":
             return step.seq
     return max((step.seq for step in turn.steps), default=0) + 1
+
+
+def _with_files(text: str, prepared: Prepared) -> str:
+    """The reply with what the voice notes said before it, and the files not read after."""
+    if prepared.heard:
+        text = "\n".join(f"> {line}" for line in prepared.heard) + f"\n\n{text}"
+    if prepared.not_read:
+        text = f"{text}\n\n_Not read: {'; '.join(prepared.not_read)}._"
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,24 @@ class HttpPoster(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    """What a transcription model heard, and what hearing it cost."""
+
+    text: str
+    model: str
+    cost_usd: float = 0.0
+    seconds: float | None = None
+
+
+class Transcriber(Protocol):
+    """A speech-to-text model (``CHATGATE_TRANSCRIBE_MODEL``)."""
+
+    async def transcribe(self, name: str, data: bytes) -> Transcript:
+        """The words of the audio file ``name``; raise ``ModelError`` when that fails."""
+        ...
+
+
 class Model(Protocol):
     """A chat model. Implementations map their library's errors to ``ModelError``."""
 

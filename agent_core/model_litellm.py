@@ -39,6 +39,7 @@ from agent_core.model import (
     ModelReply,
     TextSoFar,
     ToolCallRequest,
+    Transcript,
 )
 from agent_core.streamed_completion import StreamBroken, StreamedCompletion
 
@@ -72,6 +73,12 @@ def _known_window(litellm: Any, model: str) -> int:
 
 def _provider(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
+
+
+def same_provider(model: str, other: str) -> bool:
+    """Whether two litellm model names are on the same provider (and so share the
+    configured endpoint and key)."""
+    return _provider(model) == _provider(other)
 
 
 @contextlib.contextmanager
@@ -243,6 +250,41 @@ class LiteLLMModel:
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                 cost_usd=_cost(response),
             )
+
+
+class LiteLLMTranscriber:
+    """Speech to text through ``litellm.atranscription`` (OpenAI's ``/audio/transcriptions``
+    and the providers litellm maps to it), priced from litellm's cost map."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        self._model = model
+        self._params: dict[str, Any] = {"model": model, "timeout": timeout}
+        if api_base:
+            self._params["api_base"] = api_base
+        if api_key:
+            self._params["api_key"] = api_key
+
+    async def transcribe(self, name: str, data: bytes) -> Transcript:
+        """The words of ``data`` (an audio file called ``name``)."""
+        litellm = await asyncio.to_thread(_litellm)
+        with _mapped_errors(self._model):
+            response = await litellm.atranscription(file=(name, data), **self._params)
+        hidden = getattr(response, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        duration = getattr(response, "duration", None)
+        return Transcript(
+            text=str(getattr(response, "text", "") or "").strip(),
+            model=self._model,
+            cost_usd=float(cost or 0.0),
+            seconds=float(duration) if isinstance(duration, (int, float)) else None,
+        )
 
 
 class _Direct:

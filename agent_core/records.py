@@ -234,6 +234,7 @@ class AttachmentRecord:
     content_type: str | None = None
     size: int | None = None
     error: str | None = None
+    transcript: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -117,6 +117,10 @@ class Settings(BaseSettings):
         le=60,
         validation_alias=AliasChoices("CHATGATE_COLLECT_SECONDS", "collect_seconds"),
     )
+    # The speech-to-text model for voice notes and audio files (litellm's name, e.g.
+    # "openai/whisper-1"); unset, audio is not transcribed. It uses CHATGATE_MODEL_API_BASE
+    # and _KEY when it is on the chat model's provider.
+    transcribe_model: str | None = _key("transcribe_model")
     # Whether the model reads images: "auto" asks litellm's model map; true or false for
     # a model it does not know (a proxy's name, a local model).
     model_vision: Literal["auto", "true", "false"] = Field(

@@ -267,6 +267,18 @@ def build_files(
     state_dir = settings.state_dir.resolve()
     backend = sandbox.sandbox if sandbox is not None else None
     megabyte = 1024 * 1024
+    transcriber = None
+    if settings.transcribe_model:
+        from agent_core.model_litellm import LiteLLMTranscriber, same_provider
+
+        shared = same_provider(settings.transcribe_model, settings.model or "")
+        key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+        transcriber = LiteLLMTranscriber(
+            settings.transcribe_model,
+            api_base=settings.model_api_base if shared else None,
+            api_key=key if shared else None,
+            timeout=settings.model_timeout,
+        )
     return TurnFiles(
         store,
         LocalBlobs(state_dir / "files"),
@@ -278,6 +290,7 @@ def build_files(
         inbox=functools.partial(make_inbox, state_dir) if backend else None,
         inside=FILES_INSIDE if backend is not None and backend.name != "none" else None,
         faults=faults,
+        transcriber=transcriber,
     )
 
 

@@ -24,12 +24,14 @@ from typing import Protocol
 
 import structlog
 
+from agent_core.errors import ModelError
 from agent_core.events import Platform
 from agent_core.faults import FaultPoints
 from agent_core.files.blobs import Blobs, TooLarge
 from agent_core.files.reading import human_size, read_file
-from agent_core.files.sniff import sniff
-from agent_core.model import ChatMessage, ImagePart
+from agent_core.files.sniff import is_audio, sniff
+from agent_core.journaled import Spend
+from agent_core.model import ChatMessage, ImagePart, Transcriber
 from agent_core.records import AttachmentRecord, TurnRecord
 from agent_core.stores import FileRecords
 
@@ -62,10 +64,12 @@ class FileLimits:
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A turn's first message with its files, and what was not read (for the reply)."""
+    """A turn's first message with its files; what was not read and what voice notes
+    said (both shown with the reply)."""
 
     message: ChatMessage
     not_read: tuple[str, ...] = ()
+    heard: tuple[str, ...] = ()
 
 
 class TurnFiles:
@@ -81,6 +85,7 @@ class TurnFiles:
         inbox: Callable[[str], Path] | None = None,
         inside: str | None = None,
         faults: FaultPoints | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         """``inbox(conversation_id)``: the conversation's inbox directory (made if need
         be); ``inside``: where a sandbox sees it (None: the command runs on the host, and
@@ -92,6 +97,7 @@ class TurnFiles:
         self._inbox = inbox
         self._inside = inside
         self._faults = faults or FaultPoints()
+        self._transcriber = transcriber
 
     async def prepare(self, turn: TurnRecord, *, sees_images: bool) -> Prepared:
         """The turn's message, with its files read into it."""
@@ -103,6 +109,7 @@ class TurnFiles:
         sections: list[str] = []
         images: list[ImagePart] = []
         not_read: list[str] = []
+        heard: list[str] = []
         for file in files:
             if file.status != "stored" or file.sha256 is None:
                 reason = file.error or "it could not be fetched"
@@ -115,6 +122,14 @@ class TurnFiles:
                 sections.append(f"[Attached file: {file.name}. No longer kept.]")
                 continue
             inside = await self._place(turn.conversation_id, file, data)
+            if is_audio(file.content_type or ""):
+                section, transcript = await self._hear(turn, file, data, inside)
+                sections.append(section)
+                if transcript is not None:
+                    heard.append(f"🎤 {file.name}: “{transcript}”")
+                else:
+                    not_read.append(f"{file.name} (no transcript)")
+                continue
             read = await read_file(
                 file.name,
                 file.content_type or "application/octet-stream",
@@ -127,7 +142,39 @@ class TurnFiles:
                 images.append(read.image)
         content = "\n\n".join([text, *sections]) if text else "\n\n".join(sections)
         message = ChatMessage(role="user", content=content, images=tuple(images))
-        return Prepared(message, tuple(not_read))
+        return Prepared(message, tuple(not_read), tuple(heard))
+
+    async def _hear(
+        self, turn: TurnRecord, file: AttachmentRecord, data: bytes, inside: str | None
+    ) -> tuple[str, str | None]:
+        """A voice note or audio file: its transcript (made once, journaled with its
+        cost), or why there is none."""
+        where = f"; in the sandbox at {inside}" if inside else ""
+        about = f"{file.name} ({file.content_type}, {human_size(len(data))}{where})"
+        transcript = file.transcript
+        if transcript is None and self._transcriber is None:
+            return (
+                f"[Attached audio: {about}. Not transcribed: no transcription model is set "
+                "(CHATGATE_TRANSCRIBE_MODEL).]",
+                None,
+            )
+        if transcript is None:
+            assert self._transcriber is not None
+            try:
+                heard = await self._transcriber.transcribe(file.name, data)
+            except ModelError as exc:
+                log.warning("transcribing a file failed", name=file.name, error=str(exc))
+                return f"[Attached audio: {about}. It could not be transcribed: {exc}]", None
+            transcript = heard.text
+            spend = Spend(model=heard.model, prompt_tokens=0, completion_tokens=0,
+                          cost_usd=heard.cost_usd)  # fmt: skip
+            await self._records.attachment_transcribed(
+                file.id, turn_id=turn.id, transcript=transcript, spend=spend
+            )
+        return (
+            f"[Attached audio: {about}. Transcript:]\n{transcript}\n[End of {file.name}]",
+            transcript,
+        )
 
     async def _fetch(
         self, turn: TurnRecord, files: list[AttachmentRecord]

@@ -68,3 +68,9 @@ def is_text(content_type: str) -> bool:
         "application/toml",
         "application/sql",
     }
+
+
+def is_audio(content_type: str) -> bool:
+    """Whether a sniffed type is sound to transcribe (a voice note is Ogg; WebM and MP4
+    hold sound as often as pictures, and the transcription model takes both)."""
+    return content_type.startswith("audio/") or content_type in {"video/webm", "video/mp4"}

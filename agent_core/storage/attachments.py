@@ -11,7 +11,9 @@ from sqlalchemy import bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import Attachment
+from agent_core.journaled import Spend
 from agent_core.records import AttachmentRecord
+from agent_core.storage import usage
 from agent_core.storage.schema import attachments, turns
 
 _INSERT = insert(attachments)
@@ -44,6 +46,11 @@ _REFUSED = (
     update(attachments)
     .where(attachments.c.id == bindparam("b_id"))
     .values(status="refused", error=bindparam("b_error"))
+)
+_TRANSCRIBED = (
+    update(attachments)
+    .where(attachments.c.id == bindparam("b_id"))
+    .values(transcript=bindparam("b_transcript"))
 )
 _HASHES_IN_USE = select(attachments.c.sha256).where(
     attachments.c.sha256.is_not(None), attachments.c.stored_at >= bindparam("b_since")
@@ -101,6 +108,20 @@ def stored(
     )
 
 
+def transcribed(
+    conn: Connection,
+    attachment_id: int,
+    *,
+    turn_id: int,
+    transcript: str,
+    spend: Spend,
+    now: datetime,
+) -> None:
+    """The audio's transcript, and what hearing it cost (counted with the turn's usage)."""
+    conn.execute(_TRANSCRIBED, {"b_id": attachment_id, "b_transcript": transcript})
+    usage.record(conn, turn_id, spend, now=now)
+
+
 def refused(conn: Connection, attachment_id: int, error: str) -> None:
     conn.execute(_REFUSED, {"b_id": attachment_id, "b_error": error})
 
@@ -127,4 +148,5 @@ def _record(row: Row[tuple[object, ...]]) -> AttachmentRecord:
         content_type=m["content_type"],
         size=m["size"],
         error=m["error"],
+        transcript=m["transcript"],
     )

@@ -128,6 +128,8 @@ attachments = Table(
     Column("content_type", String(255)),
     Column("size", BigInteger),
     Column("error", Text),
+    # What a transcription model heard in it (audio): heard once, whatever crashes after.
+    Column("transcript", Text),
     Column("stored_at", UTCDateTime()),
     Index("ix_attachments_turn_id", "turn_id"),
     Index("ix_attachments_message_id", "message_id"),

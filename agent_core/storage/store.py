@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agent_core.budgets import Spent
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
+from agent_core.journaled import Spend
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
@@ -255,6 +256,19 @@ class Store(PeopleRows):
             content_type=content_type,
             size=size,
             at=utcnow(),
+        )
+
+    async def attachment_transcribed(
+        self, attachment_id: int, *, turn_id: int, transcript: str, spend: Spend
+    ) -> None:
+        """What the audio says, and its cost counted with the turn's."""
+        await self.database.write(
+            attachment_rows.transcribed,
+            attachment_id,
+            turn_id=turn_id,
+            transcript=transcript,
+            spend=spend,
+            now=utcnow(),
         )
 
     async def attachment_refused(self, attachment_id: int, error: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from agent_core.journaled import Spend
 from agent_core.records import AttachmentRecord
 
 
@@ -19,6 +20,12 @@ class FileRecords(Protocol):
         self, attachment_id: int, *, sha256: str, content_type: str, size: int
     ) -> None:
         """The file is in the file store under ``sha256``: it is never fetched again."""
+        ...
+
+    async def attachment_transcribed(
+        self, attachment_id: int, *, turn_id: int, transcript: str, spend: Spend
+    ) -> None:
+        """What the audio says, heard once; its cost counts against the turn's budgets."""
         ...
 
     async def attachment_refused(self, attachment_id: int, error: str) -> None:

@@ -50,6 +50,9 @@ class FakeModelServer(LoopbackServer):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[dict[str, Any]] = []
+        # Audio sent to /audio/transcriptions (model, name, data), and what it answers.
+        self.transcriptions: list[dict[str, Any]] = []
+        self.transcript = "please send the report on Monday"
         self._script: collections.deque[Scripted] = collections.deque()
         self._stopped = threading.Event()
         # When set: answers chatgate's summary requests (the request's text in, the new
@@ -114,6 +117,18 @@ class FakeModelServer(LoopbackServer):
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._completions)
             app.router.add_get(f"{prefix}/models", self._models)
+            app.router.add_post(f"{prefix}/audio/transcriptions", self._transcriptions)
+
+    async def _transcriptions(self, request: web.Request) -> web.Response:
+        """OpenAI's transcription route: the audio file and the model, as multipart; the
+        answer is ``transcript`` (or what ``transcribe`` makes of the bytes)."""
+        form = await request.post()
+        upload = form.get("file")
+        data = upload.file.read() if upload is not None and hasattr(upload, "file") else b""
+        name = getattr(upload, "filename", None)
+        self.record("transcription", {"model": form.get("model"), "name": name, "size": len(data)})
+        self.transcriptions.append({"model": form.get("model"), "name": name, "data": data})
+        return web.json_response({"text": self.transcript, "duration": 3.0})
 
     async def stopping(self) -> None:
         """Release answers still waiting on a gate or a delay."""

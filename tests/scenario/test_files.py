@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.files import docx, pdf, png
+from tests.fakes.files import docx, ogg, pdf, png
 from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import TOKEN, FakeSlack
@@ -218,5 +218,34 @@ def test_killed_after_a_file_is_stored_it_is_not_fetched_again(
         assert len(model_server.requests) == 1
         assert "north,4242" in _text_of(_user_message(model_server))
         assert [p["text"] for p in slack.posted()] == ["Two regions."]
+    finally:
+        gateway.stop()
+
+
+def test_telegram_voice_note_is_transcribed_once_and_the_transcript_shown(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    gateway = _gateway(database_url, model_server, telegram, tmp_path)
+    gateway.start(CHATGATE_TRANSCRIBE_MODEL="openai/whisper-1", CHATGATE_STREAM_REPLIES="false")
+    try:
+        model_server.script("I will remind you.")
+        voice = ogg()
+        file_id = telegram.add_file(voice, path="voice/file_7.oga")
+        update = _text("x")
+        message = update["message"]
+        del message["text"]
+        message["voice"] = {"file_id": file_id, "file_unique_id": "v1", "duration": 3,
+                            "mime_type": "audio/ogg"}  # fmt: skip
+        assert _post(gateway, update) == 200
+        [sent] = telegram.wait_for("sendMessage", 1)
+        [heard] = model_server.transcriptions
+        assert heard["model"] == "whisper-1"
+        assert heard["data"] == voice
+        text = _text_of(_user_message(model_server))
+        assert "[Attached audio: voice.ogg (audio/ogg" in text
+        assert "please send the report on Monday" in text
+        quoted = "<blockquote>🎤 voice.ogg: “please send the report on Monday”</blockquote>"
+        assert sent["text"].startswith(quoted)  # shown first, as a quote
+        assert sent["text"].rstrip().endswith("I will remind you.")
     finally:
         gateway.stop()

@@ -233,3 +233,42 @@ async def test_retention_keeps_what_a_recent_attachment_uses_and_removes_the_res
     )
     assert exists == [True, False, True]
     assert await asyncio.to_thread((tmp_path / "inbox" / "c1" / "new.csv").exists)
+
+
+async def test_audio_is_transcribed_once_and_its_cost_counted(tmp_path: Path) -> None:
+    from agent_core.errors import ModelError
+    from agent_core.journaled import Spend
+    from agent_core.model import Transcript
+    from tests.fakes.files import ogg
+
+    spent: list[tuple[int, str, Spend]] = []
+
+    class Heard(Records):
+        async def attachment_transcribed(
+            self, attachment_id: int, *, turn_id: int, transcript: str, spend: Spend
+        ) -> None:
+            spent.append((turn_id, transcript, spend))
+            self.files[attachment_id] = replace(self.files[attachment_id], transcript=transcript)
+
+    class Ear:
+        calls = 0
+
+        async def transcribe(self, name: str, data: bytes) -> Transcript:
+            Ear.calls += 1
+            if name == "noise.ogg":
+                raise ModelError("whisper-1: audio too short")
+            return Transcript(text="call me back", model="whisper-1", cost_usd=0.0003)
+
+    records = Heard(_file(1, "voice.ogg"), _file(2, "noise.ogg"))
+    source = Source({"voice.ogg": ogg(), "noise.ogg": ogg(600)})
+    files = TurnFiles(records, LocalBlobs(tmp_path), {"slack": source}, transcriber=Ear())
+    prepared = await files.prepare(_turn(), sees_images=False)
+    assert prepared.heard == ("🎤 voice.ogg: “call me back”",)
+    assert prepared.not_read == ("noise.ogg (no transcript)",)
+    assert "It could not be transcribed: whisper-1: audio too short" in prepared.message.content
+    [(turn_id, transcript, spend)] = spent
+    assert (turn_id, transcript, spend.model, spend.cost_usd) == (1, "call me back", "whisper-1",
+                                                                  0.0003)  # fmt: skip
+    again = await files.prepare(_turn(), sees_images=False)  # a resumed turn
+    assert Ear.calls == 3  # the failed one is tried again; the heard one is not
+    assert again.heard == prepared.heard

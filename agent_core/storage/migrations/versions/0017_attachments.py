@@ -38,6 +38,7 @@ def upgrade() -> None:
         sa.Column("content_type", sa.String(255)),
         sa.Column("size", sa.BigInteger()),
         sa.Column("error", sa.Text()),
+        sa.Column("transcript", sa.Text()),
         sa.Column("stored_at", sa.DateTime(timezone=True)),
     )
     op.create_index("ix_attachments_turn_id", "attachments", ["turn_id"])
