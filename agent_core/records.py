@@ -109,6 +109,8 @@ class MessageRecord:
     created_at: datetime
     approval: ApprovalRecord | None = None
     payload: JsonValue = None
+    # The names of the files that came with it.
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,8 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
     }
     if message.approval is not None:
         item["approval"] = approval_item(message.approval)
+    if message.files:
+        item["files"] = list(message.files)
     if isinstance(message.payload, dict) and isinstance(message.payload.get("jobs"), list):
         item["jobs"] = message.payload["jobs"]
     sent = message.payload.get("file") if isinstance(message.payload, dict) else None

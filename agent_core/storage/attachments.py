@@ -88,6 +88,21 @@ def add(
     )
 
 
+def names(conn: Connection, message_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """The names of these messages' files, by message."""
+    if not message_ids:
+        return {}
+    query = (
+        select(attachments.c.message_id, attachments.c.name)
+        .where(attachments.c.message_id.in_(message_ids))
+        .order_by(attachments.c.message_id, attachments.c.position)
+    )
+    found: dict[int, list[str]] = {}
+    for message_id, name in conn.execute(query):
+        found.setdefault(int(message_id), []).append(str(name))
+    return {message_id: tuple(files) for message_id, files in found.items()}
+
+
 def for_turn(conn: Connection, turn_id: int) -> list[AttachmentRecord]:
     """The files a turn answers, in the order they came."""
     return [_record(row) for row in conn.execute(_FOR_TURN, {"b_turn": turn_id})]

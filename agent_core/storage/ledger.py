@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, cast, get_args
 
@@ -404,7 +405,11 @@ def messages_after(
     params = {"b_id": conversation_id, "b_after": after_id, "b_limit": limit}
     rows = conn.execute(_MESSAGES_AFTER, params).all()
     found = approval_sql.load_many(conn, [r.approval_id for r in rows if r.approval_id])
-    return [_message(row, approval=found.get(row.approval_id)) for row in rows]
+    files = attachment_rows.names(conn, [r.id for r in rows if r.role == "user"])
+    return [
+        replace(_message(row, approval=found.get(row.approval_id)), files=files.get(row.id, ()))
+        for row in rows
+    ]
 
 
 _SET_BUSY_MODE = (

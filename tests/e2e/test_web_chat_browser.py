@@ -275,3 +275,82 @@ def test_with_a_token_the_page_signs_in_and_no_url_carries_the_token(
         assert token not in stored
     finally:
         gateway.stop()
+
+
+def test_files_attached_and_dropped_reach_the_model_and_a_sent_file_shows(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Attach a CSV with the button and drop another on the page: both go up with the
+    message and the model reads them; the reply that used them appears. A PNG the agent
+    sends back shows as a link with the picture."""
+    import base64
+
+    from tests.fakes.files import png
+    from tests.scenario.test_approvals_api import tool_call
+
+    picture = png(6, 4)
+    make = f"echo {base64.b64encode(picture).decode()} | base64 -d > dot.png"
+    model_server.script(
+        "North sold 4242 and the dropped file says 17.",
+        tool_call("run_command", {"command": make}),
+        tool_call("send_file", {"path": "dot.png"}, "c2"),
+        "Here is the dot.",
+    )
+    (tmp_path / "chatgate.toml").write_text(
+        '[[policy]]\ntool = "run_command"\ndecision = "allow"\n'
+    )
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        CHATGATE_CONFIG=str(tmp_path / "chatgate.toml"),
+        CHATGATE_STREAM_REPLIES="false",
+        **model_server.settings(),
+    )
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("figures")
+        page.get_by_role("button", name="Open").click()
+        page.set_input_files(
+            "#attach-input",
+            files=[{"name": "sales.csv", "mimeType": "text/csv",
+                    "buffer": b"region,revenue\nnorth,4242\n"}],
+        )  # fmt: skip
+        dropped = page.evaluate_handle(
+            """() => {
+                const data = new DataTransfer();
+                data.items.add(new File(["count\\n17\\n"], "dropped.csv", {type: "text/csv"}));
+                return data;
+            }"""
+        )
+        page.dispatch_event("main", "drop", {"dataTransfer": dropped})
+        expect(page.locator("#attachments li")).to_have_count(2)
+        page.get_by_label("Message").fill("what do these say?")
+        page.keyboard.press("Enter")
+        expect(page.locator("#messages li.assistant")).to_have_text(
+            ["North sold 4242 and the dropped file says 17."]
+        )
+        expect(page.locator("#attachments li")).to_have_count(0)
+        expect(page.locator("#messages li.user .attached")).to_have_text(
+            "📎 sales.csv, dropped.csv"
+        )
+        users = [m for m in model_server.requests[0]["messages"] if m["role"] == "user"]
+        content = str(users[-1]["content"])
+        assert "what do these say?" in content
+        assert "north,4242" in content
+        assert "[Attached file: dropped.csv" in content
+
+        page.get_by_label("Message").fill("draw a dot")
+        page.keyboard.press("Enter")
+        link = page.locator("#messages li.file a")
+        expect(link).to_have_text(f"Sent dot.png ({len(picture)} bytes).")
+        expect(page.locator("#messages li.file img")).to_be_visible()
+        href = link.get_attribute("href")
+        assert href is not None
+        assert page.request.get(gateway.url + href).body() == picture
+        expect(page.locator("#messages li.assistant").last).to_have_text("Here is the dot.")
+        page.screenshot(path=str(tmp_path / "files.png"))
+    finally:
+        gateway.stop()

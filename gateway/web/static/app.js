@@ -264,7 +264,13 @@ function renderItem(item) {
   } else if (item.file) {
     fileCard(li, item);
   } else {
-    li.textContent = item.text;
+    li.textContent = item.text === "(attachment)" && item.files ? "" : item.text;
+    if (Array.isArray(item.files) && item.files.length) {
+      const files = document.createElement("div");
+      files.className = "attached";
+      files.textContent = "📎 " + item.files.join(", ");
+      li.appendChild(files);
+    }
     if (item.approval) {
       const card = document.querySelector(`li.approval[data-approval="${item.approval.id}"]`);
       if (card) showDecision(card, item.approval);
@@ -296,6 +302,7 @@ function startComposer(name) {
   el("title").textContent = name;
   el("text").disabled = false;
   el("send").disabled = false;
+  el("attach").disabled = false;
   el("text").focus();
 }
 
@@ -322,8 +329,72 @@ async function openConversation(id) {
   loadConversations();
 }
 
-async function send(text) {
+// Files chosen (the Attach button, or dropped on the page) wait here until the message
+// goes: each is uploaded first (POST /api/uploads), then named in the message.
+const pending = [];
+
+function showPending() {
+  const list = el("attachments");
+  list.replaceChildren();
+  pending.forEach((file, index) => {
+    const li = document.createElement("li");
+    li.textContent = file.name;
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.textContent = "×";
+    remove.title = `Do not send ${file.name}`;
+    remove.onclick = () => {
+      pending.splice(index, 1);
+      showPending();
+    };
+    li.appendChild(remove);
+    list.appendChild(li);
+  });
+}
+
+function attach(files) {
+  if (!state.name) return;
+  for (const file of files) pending.push(file);
+  showPending();
+}
+
+async function upload(file) {
+  const form = new FormData();
+  form.append("file", file, file.name);
+  const response = await fetch("/api/uploads", {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "X-Chatgate-Upload": "1" },
+    body: form,
+  });
+  const body = await response.json().catch(() => ({}));
+  if (response.status === 401) showSignIn();
+  if (!response.ok) throw new Error(`${file.name}: ${body.error || response.statusText}`);
+  return { id: body.id, name: body.name };
+}
+
+el("attach").addEventListener("click", () => el("attach-input").click());
+el("attach-input").addEventListener("change", () => {
+  attach(el("attach-input").files);
+  el("attach-input").value = "";
+});
+const main = document.querySelector("main");
+main.addEventListener("dragover", (event) => {
+  if (!state.name || !event.dataTransfer || !event.dataTransfer.types.includes("Files")) return;
+  event.preventDefault();
+  main.classList.add("dropping");
+});
+main.addEventListener("dragleave", () => main.classList.remove("dropping"));
+main.addEventListener("drop", (event) => {
+  main.classList.remove("dropping");
+  if (!state.name || !event.dataTransfer || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  attach(event.dataTransfer.files);
+});
+
+async function send(text, attachments = []) {
   const message = { conversation: state.name, text, id: newId() };
+  if (attachments.length) message.attachments = attachments;
   for (let attempt = 0; ; attempt++) {
     try {
       // The same id on a retry makes the server drop the duplicate.
@@ -342,10 +413,15 @@ async function send(text) {
 el("composer").addEventListener("submit", async (event) => {
   event.preventDefault();
   const text = el("text").value.trim();
-  if (!text || !state.name) return;
+  if ((!text && !pending.length) || !state.name) return;
   el("send").disabled = true;
   try {
-    const accepted = await send(text);
+    if (pending.length) setStatus("Uploading…");
+    const attachments = [];
+    for (const file of pending) attachments.push(await upload(file));
+    const accepted = await send(text, attachments);
+    pending.length = 0;
+    showPending();
     el("text").value = "";
     if (state.id !== accepted.conversation_id) {
       state.id = accepted.conversation_id;
