@@ -16,6 +16,7 @@ SLACK_SCOPES = (
     "channels:history",
     "groups:history",
     "files:read",
+    "files:write",
     "reactions:write",
 )
 
