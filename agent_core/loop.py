@@ -421,8 +421,18 @@ class TurnRunner:
         current = [prepared.message]
         past: Past | None = None
         seq = 1
+        seen_files: set[int] = set()
         for _round in range(self._max_steps):
-            seq = await self._busy.take_in(turn, seq, current, first=_round == 0)
+            taken = await self._busy.take_in(turn, seq, current, first=_round == 0)
+            if taken != seq and self._files is not None and self._model is not None:
+                # The messages taken in may have come with files.
+                extra = await self._files.taken_in(
+                    turn, sees_images=self._model.sees_images(), seen=seen_files
+                )
+                if extra is not None:
+                    current.append(extra.message)
+                    prepared = prepared.plus(extra)
+            seq = taken
             step = turn.step(seq)
             answered: FinishedStep | None = None
             if step is not None and step.status != "started" and isinstance(step.output, dict):

@@ -225,6 +225,8 @@ class AttachmentRecord:
     id: int
     message_id: int
     conversation_id: str
+    # The turn its message opened (another than the one reading it: a message taken in).
+    turn_id: int | None
     position: int
     name: str
     declared_type: str | None

@@ -71,6 +71,10 @@ class Prepared:
     not_read: tuple[str, ...] = ()
     heard: tuple[str, ...] = ()
 
+    def plus(self, other: Prepared) -> Prepared:
+        """This message, with what ``other`` did not read and heard too."""
+        return Prepared(self.message, self.not_read + other.not_read, self.heard + other.heard)
+
 
 class TurnFiles:
     """Makes a turn's message with its files (see the module's text)."""
@@ -103,8 +107,29 @@ class TurnFiles:
         """The turn's message, with its files read into it."""
         text = turn.trigger_text
         files = await self._records.turn_attachments(turn.id) if turn.has_files else []
-        if not files:
+        own = [file for file in files if file.turn_id == turn.id]
+        if not own:
             return Prepared(ChatMessage(role="user", content=text))
+        return await self._read(turn, own, text, sees_images=sees_images)
+
+    async def taken_in(
+        self, turn: TurnRecord, *, sees_images: bool, seen: set[int]
+    ) -> Prepared | None:
+        """The files of the messages the turn took in (busy modes ``steer``, ``collect``)
+        not in ``seen`` yet, as a message of their own (None: none); ``seen`` grows."""
+        files = [
+            file
+            for file in await self._records.turn_attachments(turn.id)
+            if file.turn_id != turn.id and file.id not in seen
+        ]
+        if not files:
+            return None
+        seen.update(file.id for file in files)
+        return await self._read(turn, files, "", sees_images=sees_images)
+
+    async def _read(
+        self, turn: TurnRecord, files: list[AttachmentRecord], text: str, *, sees_images: bool
+    ) -> Prepared:
         files = await self._fetch(turn, files)
         sections: list[str] = []
         images: list[ImagePart] = []

@@ -152,6 +152,7 @@ def _record(row: Row[tuple[object, ...]]) -> AttachmentRecord:
         id=int(m["id"]),
         message_id=int(m["message_id"]),
         conversation_id=str(m["conversation_id"]),
+        turn_id=m["turn_id"],
         position=int(m["position"]),
         name=str(m["name"]),
         declared_type=m["declared_type"],

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.fakes.gateway import GatewayProcess, http
@@ -210,3 +211,37 @@ def test_a_steered_turn_killed_before_its_next_answer_sends_both_messages_again(
         assert _users(model_server.requests[2])[-2:] == ["what is scheduled?", "and in French"]
     finally:
         gateway.stop()
+
+
+async def test_steer_reads_the_files_of_the_message_it_takes_in(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """A CSV sent while the turn works, in busy mode ``steer``: the next model call has
+    the message and the file's contents after it."""
+    gate = threading.Event()
+    calling = tool_call("list_schedules", {})
+    calling.gate = gate
+    model_server.script(calling, "North sold 4242.")
+    client = await make_client(
+        model_server, CHATGATE_BUSY_MODE="steer", CHATGATE_STATE_DIR=str(tmp_path / "state")
+    )
+    try:
+        accepted = await _post(client, "anything scheduled?")
+        await _requests(model_server, 1)
+        form = aiohttp.FormData()
+        form.add_field("file", b"region,revenue\nnorth,4242\n", filename="sales.csv")
+        response = await client.post("/api/uploads", data=form, headers={"X-Chatgate-Upload": "1"})
+        assert response.status == 201, await response.text()
+        upload = await response.json()
+        body = {"conversation": "ops", "text": "and use this",
+                "attachments": [{"id": upload["id"], "name": "sales.csv"}]}  # fmt: skip
+        assert (await client.post("/api/messages", json=body)).status == 202
+        gate.set()
+        items = await _until(client, accepted["conversation_id"], "assistant")
+    finally:
+        gate.set()
+    assert items[-1]["text"] == "North sold 4242."
+    users = _users(model_server.requests[1])
+    assert users[-2] == "and use this"
+    assert "north,4242" in users[-1]
+    assert "[Attached file: sales.csv" in users[-1]

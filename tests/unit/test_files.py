@@ -74,7 +74,7 @@ class Source:
 
 def _file(index: int, name: str, size: int | None = None) -> AttachmentRecord:
     return AttachmentRecord(
-        id=index, message_id=1, conversation_id="c1", position=index, name=name,
+        id=index, message_id=1, conversation_id="c1", turn_id=1, position=index, name=name,
         declared_type=None, declared_size=size, url=None, platform_file_id=None,
         status="pending",
     )  # fmt: skip
