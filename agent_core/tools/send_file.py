@@ -24,34 +24,21 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Protocol
+from typing import Annotated
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
 from agent_core.delivery import Outbound
 from agent_core.events import OutgoingFile
 from agent_core.files.reading import human_size
 from agent_core.files.sniff import sniff
 from agent_core.sandbox.base import FILES_INSIDE, SCRATCH_INSIDE, inbox_dir, scratch_dir
+from agent_core.stores import Ledger
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
 
 
-class FileNotes(Protocol):
-    """Where the conversation notes a file sent (``Ledger.add_note``)."""
-
-    async def add_note(
-        self,
-        conversation_id: str,
-        text: str,
-        *,
-        approval_id: str | None = None,
-        payload: JsonValue = None,
-        key: str | None = None,
-    ) -> int: ...
-
-
 def send_file_factory(
-    state_dir: Path, outbound: Outbound, notes: FileNotes, *, limit: int
+    state_dir: Path, outbound: Outbound, notes: Ledger, *, limit: int
 ) -> Callable[[TurnContext], list[Tool]]:
     """The factory of ``send_file`` (two builds: idempotent or not, by platform)."""
 

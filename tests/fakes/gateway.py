@@ -99,6 +99,24 @@ def http(
         return status, payload.decode(errors="replace")
 
 
+def upload(gateway: GatewayProcess, name: str, data: bytes) -> tuple[int, Any]:
+    """``POST /api/uploads`` one file, as the web chat's page does."""
+    boundary = "chatgateboundary7MA4YWxk"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    headers = {
+        "Content-Type": f"multipart/form-data; boundary={boundary}",
+        "X-Chatgate-Upload": "1",
+    }
+    return http("POST", f"{gateway.url}/api/uploads", raw=body, headers=headers)
+
+
 class GatewayProcess:
     """``chatgate gateway`` in its own process group, with its log kept for failures."""
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.files import docx, ogg, pdf, png
-from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.gateway import GatewayProcess, http, upload
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import TOKEN, FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -154,7 +154,7 @@ def test_web_upload_then_message_and_an_upload_over_the_cap_is_413(
     gateway.start(command="run")
     try:
         model_server.script("Two regions.")
-        status, body = _upload(gateway, "revenue.csv", CSV)
+        status, body = upload(gateway, "revenue.csv", CSV)
         assert status == 201, body
         assert body["size"] == len(CSV)
         assert body["name"] == "revenue.csv"
@@ -165,7 +165,7 @@ def test_web_upload_then_message_and_an_upload_over_the_cap_is_413(
         model_server.wait_for_requests(1)
         assert "north,4242" in _text_of(_user_message(model_server))
 
-        status, body = _upload(gateway, "big.bin", bytes(1024 * 1024 + 1))
+        status, body = upload(gateway, "big.bin", bytes(1024 * 1024 + 1))
         assert status == 413
         assert "1 MB" in body["error"]
         uploads = tmp_path / "state" / "uploads"
@@ -176,23 +176,6 @@ def test_web_upload_then_message_and_an_upload_over_the_cap_is_413(
         assert http("POST", f"{gateway.url}/api/messages", body=bad)[0] == 400
     finally:
         gateway.stop()
-
-
-def _upload(gateway: GatewayProcess, name: str, data: bytes) -> tuple[int, Any]:
-    boundary = "chatgateboundary7MA4YWxk"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
-        ).encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    headers = {
-        "Content-Type": f"multipart/form-data; boundary={boundary}",
-        "X-Chatgate-Upload": "1",
-    }
-    return http("POST", f"{gateway.url}/api/uploads", raw=body, headers=headers)
 
 
 def test_killed_after_a_file_is_stored_it_is_not_fetched_again(

@@ -17,7 +17,7 @@ import pytest
 
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.files import png
-from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.gateway import GatewayProcess, http, upload
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
@@ -217,10 +217,10 @@ def test_killed_between_the_upload_and_its_receipt_the_file_is_delivered_once(
         attachment = discord.attachment("revenue.csv", CSV, content_type="text/csv")
         discord.message_create("send it back", mention=True, attachments=[attachment])
     else:
-        status, upload = _upload(gateway, "revenue.csv", CSV)
+        status, uploaded = upload(gateway, "revenue.csv", CSV)
         assert status == 201
         body = {"conversation": "back", "text": "send it back",
-                "attachments": [{"id": upload["id"], "name": "revenue.csv"}]}  # fmt: skip
+                "attachments": [{"id": uploaded["id"], "name": "revenue.csv"}]}  # fmt: skip
         status, accepted = http("POST", f"{gateway.url}/api/messages", body=body)
         conversation = accepted["conversation_id"]
     assert gateway.wait_exit() == -9, gateway.log
@@ -268,20 +268,3 @@ def test_on_telegram_a_send_cut_off_is_not_repeated_unasked(
         assert len(telegram.sent_files) == 1  # the one before the kill; none since
     finally:
         gateway.stop()
-
-
-def _upload(gateway: GatewayProcess, name: str, data: bytes) -> tuple[int, Any]:
-    boundary = "chatgateboundary7MA4YWxk"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
-        ).encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    headers = {
-        "Content-Type": f"multipart/form-data; boundary={boundary}",
-        "X-Chatgate-Upload": "1",
-    }
-    return http("POST", f"{gateway.url}/api/uploads", raw=body, headers=headers)
