@@ -39,14 +39,17 @@ async def download(
     platform: str,
 ) -> AsyncIterator[bytes]:
     """The body of ``url``, chunk by chunk; :class:`FileUnavailable` for an answer that
-    is not the file."""
-    async with session.get(
-        url,
-        headers=dict(headers or {}),
-        allow_redirects=False,
-        timeout=aiohttp.ClientTimeout(total=DOWNLOAD_SECONDS, sock_read=60),
-    ) as got:
-        if got.status != 200:
-            raise FileUnavailable(f"{platform} answered {got.status} for the file")
-        async for chunk in got.content.iter_chunked(CHUNK):
-            yield chunk
+    is not the file, or none."""
+    try:
+        async with session.get(
+            url,
+            headers=dict(headers or {}),
+            allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=DOWNLOAD_SECONDS, sock_read=60),
+        ) as got:
+            if got.status != 200:
+                raise FileUnavailable(f"{platform} answered {got.status} for the file")
+            async for chunk in got.content.iter_chunked(CHUNK):
+                yield chunk
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise FileUnavailable(f"{platform} could not be reached for it ({exc!r})") from exc

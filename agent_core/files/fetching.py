@@ -14,6 +14,7 @@ cross conversations.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -24,7 +25,7 @@ from typing import Protocol
 
 import structlog
 
-from agent_core.errors import ModelError
+from agent_core.errors import DeliveryError, ModelError
 from agent_core.events import Platform
 from agent_core.faults import FaultPoints
 from agent_core.files.blobs import Blobs, TooLarge
@@ -247,6 +248,11 @@ class TurnFiles:
                 )
             except FileUnavailable as exc:
                 error = str(exc)
+            except (OSError, TimeoutError, DeliveryError) as exc:
+                # The platform or the network failed it: the turn answers without it
+                # (the person can send it again), rather than failing on it.
+                log.warning("fetching a file failed", name=file.name, error=repr(exc))
+                error = f"it could not be fetched ({type(exc).__name__})"
             else:
                 content_type = sniff(blob.head, file.name)
                 await self._records.attachment_stored(
@@ -266,17 +272,20 @@ class TurnFiles:
             return None
         name = safe_name(file.name, file.position)
         try:
-            directory = self._inbox(conversation_id)
-            target = directory / name
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()  # a file of the same name before: the newest is kept
-            with target.open("xb") as out:
-                out.write(data)
-            os.chmod(target, 0o444)
+            target = self._inbox(conversation_id) / name
+            await asyncio.to_thread(_write_read_only, target, data)
         except (OSError, ValueError) as exc:
             log.warning("placing a file in the sandbox's inbox failed", name=name, error=str(exc))
             return None
         return f"{self._inside}/{name}" if self._inside else str(target)
+
+
+def _write_read_only(target: Path, data: bytes) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()  # a file of the same name before: the newest is kept
+    with target.open("xb") as out:
+        out.write(data)
+    os.chmod(target, 0o444)
 
 
 def safe_name(name: str, position: int) -> str:
