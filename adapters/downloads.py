@@ -23,10 +23,12 @@ def host_of(url: str) -> str:
 
 
 def check_host(url: str, hosts: Collection[str], *, platform: str) -> None:
-    """Refuse a link outside the platform's hosts (a host, or ``.domain`` for any below)."""
+    """Refuse a link outside the platform's hosts (a host, or ``.domain`` for any below:
+    those over https only, so a token never travels in the clear)."""
     host = host_of(url)
+    secure = urlsplit(url).scheme == "https"
     for allowed in hosts:
-        if host == allowed or (allowed.startswith(".") and host.endswith(allowed)):
+        if host == allowed or (allowed.startswith(".") and host.endswith(allowed) and secure):
             return
     raise FileUnavailable(f"{platform} gave a link to {host or 'nowhere'}, not one of its hosts")
 

@@ -15,7 +15,6 @@ cross conversations.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -272,20 +271,34 @@ class TurnFiles:
             return None
         name = safe_name(file.name, file.position)
         try:
-            target = self._inbox(conversation_id) / name
-            await asyncio.to_thread(_write_read_only, target, data)
+            directory = self._inbox(conversation_id)
+            name = await asyncio.to_thread(_write_read_only, directory, name, file.id, data)
         except (OSError, ValueError) as exc:
             log.warning("placing a file in the sandbox's inbox failed", name=name, error=str(exc))
             return None
-        return f"{self._inside}/{name}" if self._inside else str(target)
+        return f"{self._inside}/{name}" if self._inside else str(directory / name)
 
 
-def _write_read_only(target: Path, data: bytes) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        target.unlink()  # a file of the same name before: the newest is kept
-    with target.open("xb") as out:
-        out.write(data)
-    os.chmod(target, 0o444)
+def _write_read_only(directory: Path, name: str, attachment_id: int, data: bytes) -> str:
+    """Copy ``data`` into the inbox as ``name``, or, when another file holds that name
+    there, as ``NAME-ID.EXT`` (never over someone else's file); the name it has."""
+    for candidate in (name, _numbered(name, attachment_id)):
+        target = directory / candidate
+        try:
+            with target.open("xb") as out:
+                out.write(data)
+        except FileExistsError:
+            if not target.is_symlink() and target.is_file() and target.read_bytes() == data:
+                return candidate  # this file, copied by an earlier attempt
+            continue
+        os.chmod(target, 0o444)
+        return candidate
+    raise FileExistsError(f"{name} and {_numbered(name, attachment_id)} hold other files")
+
+
+def _numbered(name: str, attachment_id: int) -> str:
+    path = Path(name)
+    return f"{path.stem}-{attachment_id}{path.suffix}"
 
 
 def safe_name(name: str, position: int) -> str:

@@ -1,23 +1,22 @@
 """A stored file as the model reads it: an image as an image part (for a model that sees
 images; others get a line saying what was attached), text inlined (its head and tail when
 it is long), a PDF's or an office document's text, and for anything else a line saying
-what it is. Every file is also in the conversation's sandbox at ``/scratch/files/NAME``,
-which the line says, so ``run_command`` can work on the whole of it."""
+what it is. Documents are read in a child process under limits (``extract``). Every file
+is also in the conversation's sandbox at ``/files/NAME``, which the line says, so
+``run_command`` can work on the whole of it."""
 
 from __future__ import annotations
 
-import asyncio
-import io
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from agent_core.files.extract import ExtractionFailed, extract
 from agent_core.files.sniff import IMAGE_TYPES, is_text
 from agent_core.model import ImagePart
 
 # A document's text past this many characters is cut (head and tail kept).
 TEXT_CHARACTERS = 20_000
-PDF_PAGES = 200
-SHEET_ROWS = 2_000
 _OFFICE = {
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
@@ -49,12 +48,12 @@ async def read_file(
         if sees_images:
             return Read(f"[Attached image: {about}{where}]", ImagePart(content_type, data))
         return Read(f"[Attached image: {about}{where}. This model cannot see images.]")
-    extract = _extractor(content_type)
-    if extract is None:
+    reader = _extractor(content_type)
+    if reader is None:
         return Read(f"[Attached file: {about}{where}. Not readable as text.]")
     try:
-        text = await asyncio.to_thread(extract, data)
-    except Exception as exc:  # a damaged or hostile document: say so, read the rest
+        text = await reader(data)
+    except (ExtractionFailed, OSError) as exc:  # damaged or hostile: say so, read the rest
         return Read(f"[Attached file: {about}{where}. Its text could not be read: {exc}]")
     shown = head_and_tail(text, characters)
     cut = "" if shown is text else f", cut to its first and last {characters // 2:,} characters"
@@ -63,17 +62,17 @@ async def read_file(
     )
 
 
-def _extractor(content_type: str) -> Callable[[bytes], str] | None:
+def _extractor(content_type: str) -> Callable[[bytes], Awaitable[str]] | None:
     if is_text(content_type):
-        return lambda data: data.decode("utf-8", errors="replace")
-    if content_type == "application/pdf":
-        return pdf_text
-    office = _OFFICE.get(content_type)
-    if office == "docx":
-        return docx_text
-    if office == "xlsx":
-        return xlsx_text
-    return None
+        return _decoded
+    kind = "pdf" if content_type == "application/pdf" else _OFFICE.get(content_type)
+    if kind is None:
+        return None
+    return functools.partial(extract, kind)
+
+
+async def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def head_and_tail(text: str, characters: int) -> str:
@@ -83,49 +82,6 @@ def head_and_tail(text: str, characters: int) -> str:
     half = characters // 2
     left_out = len(text) - 2 * half
     return f"{text[:half]}\n[... {left_out:,} characters left out ...]\n{text[-half:]}"
-
-
-def pdf_text(data: bytes) -> str:
-    """A PDF's text, page by page (its first ``PDF_PAGES``)."""
-    from pypdf import PdfReader
-
-    reader = PdfReader(io.BytesIO(data))
-    pages = []
-    for number, page in enumerate(reader.pages[:PDF_PAGES], start=1):
-        pages.append(f"--- page {number} ---\n{page.extract_text() or ''}".rstrip())
-    if len(reader.pages) > PDF_PAGES:
-        pages.append(f"[... {len(reader.pages) - PDF_PAGES} more pages not read ...]")
-    return "\n".join(pages)
-
-
-def docx_text(data: bytes) -> str:
-    """A Word document's paragraphs and tables, as plain lines."""
-    import docx
-
-    document = docx.Document(io.BytesIO(data))
-    lines = [paragraph.text for paragraph in document.paragraphs]
-    for table in document.tables:
-        lines += ["\t".join(cell.text for cell in row.cells) for row in table.rows]
-    return "\n".join(lines)
-
-
-def xlsx_text(data: bytes) -> str:
-    """A workbook's sheets as tab-separated rows (the first ``SHEET_ROWS`` of each)."""
-    import openpyxl
-
-    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    try:
-        parts = []
-        for sheet in book.worksheets:
-            parts.append(f"--- sheet {sheet.title} ---")
-            for number, row in enumerate(sheet.iter_rows(values_only=True)):
-                if number >= SHEET_ROWS:
-                    parts.append(f"[... rows after {SHEET_ROWS} not read ...]")
-                    break
-                parts.append("\t".join("" if value is None else str(value) for value in row))
-        return "\n".join(parts)
-    finally:
-        book.close()
 
 
 def human_size(size: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -46,28 +47,33 @@ class FileRetention:
     async def sweep(self) -> Swept:
         keep = await self._records.file_hashes_in_use(utcnow() - timedelta(seconds=self._seconds))
         stored = await self._blobs.sweep(keep, older_than=self._seconds)
-        inbox = await asyncio.to_thread(_remove_older, self._state / "inbox", "*/*", self._seconds)
-        uploads = await asyncio.to_thread(
-            _remove_older, self._state / "uploads", "*", UPLOAD_SECONDS
-        )
+        state = self._state
+        inbox = await asyncio.to_thread(_remove_older, state / "inbox", self._seconds, depth=2)
+        uploads = await asyncio.to_thread(_remove_older, state / "uploads", UPLOAD_SECONDS)
         swept = Swept(stored, inbox, uploads)
         if stored or inbox or uploads:
             log.info("old files removed", stored=stored, inbox=inbox, uploads=uploads)
         return swept
 
 
-def _remove_older(root: Path, pattern: str, seconds: float) -> int:
-    """Remove the regular files under ``root`` matching ``pattern`` older than ``seconds``
-    (no link is followed: each is looked at, not through)."""
-    if not root.is_dir():
-        return 0
+def _remove_older(root: Path, seconds: float, *, depth: int = 1) -> int:
+    """Remove the regular files ``depth`` levels under ``root`` older than ``seconds``;
+    no link is followed, to a file or to a directory (each is looked at, not through)."""
     before = time.time() - seconds
     removed = 0
-    for path in root.glob(pattern):
+    try:
+        entries = list(os.scandir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for entry in entries:
         with contextlib.suppress(FileNotFoundError):
-            found = path.lstat()
-            if path.is_symlink() or not path.is_file() or found.st_mtime >= before:
+            if depth > 1:
+                if entry.is_dir(follow_symlinks=False):
+                    removed += _remove_older(Path(entry.path), seconds, depth=depth - 1)
                 continue
-            path.unlink()
-            removed += 1
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_mtime < before:
+                os.unlink(entry.path)
+                removed += 1
     return removed

@@ -139,12 +139,16 @@ def make_inbox(root: Path, conversation_id: str) -> Path:
         raise ValueError(f"not a conversation id: {conversation_id!r}")
     base = root / "inbox"
     path = base / conversation_id
-    base.mkdir(mode=0o710, parents=True, exist_ok=True)
-    path.mkdir(mode=0o755, exist_ok=True)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
+    if path.is_symlink() or not path.is_dir():
+        raise ValueError(f"{path} is not a directory")
     if os.getuid() == 0:
-        for directory in (root, base):
+        # Explicitly: the process's umask (077, see ``hardening``) must not leave nobody
+        # outside, and no other local user may come in.
+        for directory, mode in ((root, 0o710), (base, 0o710), (path, 0o750)):
             os.chown(directory, 0, NOBODY, follow_symlinks=False)
-            directory.chmod(0o710)
+            directory.chmod(mode)
     return path
 
 

@@ -96,6 +96,8 @@ def read_sandbox_file(
 ) -> tuple[str, bytes]:
     """The name and bytes of ``path`` in the conversation's sandbox (see the module's
     text); ``ToolFailed`` saying why not."""
+    if "\x00" in path:
+        raise ToolFailed("a path with a NUL byte is not allowed")
     scratch = scratch_dir(state_dir, conversation_id)
     base, rest = _where(state_dir, conversation_id, scratch, path)
     parts = [p for p in PurePosixPath(rest).parts if p not in ("/", ".")]
@@ -108,10 +110,13 @@ def read_sandbox_file(
 
 def _where(state_dir: Path, conversation_id: str, scratch: Path, path: str) -> tuple[Path, str]:
     """The directory ``path`` is in, and the path below it."""
+    inbox = inbox_dir(state_dir, conversation_id)
     for inside, directory in (
-        (FILES_INSIDE, inbox_dir(state_dir, conversation_id)),
+        (FILES_INSIDE, inbox),
         (SCRATCH_INSIDE, scratch),
-        (str(scratch), scratch),  # the host's own path (no sandbox: ``none``)
+        # The host's own paths (no sandbox: ``none``, where the model is told those).
+        (str(scratch), scratch),
+        *(((str(inbox), inbox),) if inbox is not None else ()),
     ):
         if path == inside or path.startswith(f"{inside}/"):
             if directory is None:

@@ -272,3 +272,90 @@ async def test_audio_is_transcribed_once_and_its_cost_counted(tmp_path: Path) ->
     again = await files.prepare(_turn(), sees_images=False)  # a resumed turn
     assert Ear.calls == 3  # the failed one is tried again; the heard one is not
     assert again.heard == prepared.heard
+
+
+async def test_a_document_that_unzips_past_the_limit_is_not_parsed() -> None:
+    """A Word file of a few hundred KB that unzips to 70 MB of XML: refused before any
+    parser sees it (in the child process that reads documents), quickly."""
+    import io
+    import zipfile
+
+    from agent_core.files.extract import UNZIPPED_LIMIT
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("word/document.xml", b" " * (UNZIPPED_LIMIT + 1024 * 1024))
+    bomb = out.getvalue()
+    assert len(bomb) < 200 * 1024
+    kind = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    started = time.monotonic()
+    read = await read_file("plan.docx", kind, bomb, sees_images=False, inside=None)
+    assert "Its text could not be read: it unzips to over 64 MB" in read.text
+    assert time.monotonic() - started < 15
+
+
+async def test_same_names_never_overwrite_each_other_in_the_inbox(tmp_path: Path) -> None:
+    """Two screenshots both called image.png (Slack names pasted ones so): both are in the
+    inbox, under two names, and a resumed turn copies neither again."""
+    records = Records(_file(1, "image.png"), _file(2, "image.png"))
+    first, second = png(2, 2), png(3, 3)
+    contents = iter((first, second))
+
+    class TwoPictures(Source):
+        async def fetch(self, file: AttachmentRecord, *, limit: int) -> AsyncIterator[bytes]:
+            yield next(contents)
+
+    inbox = tmp_path / "inbox"
+    files = TurnFiles(records, LocalBlobs(tmp_path / "files"), {"slack": TwoPictures({})},
+                      inbox=lambda _c: inbox, inside="/files")  # fmt: skip
+    await asyncio.to_thread(inbox.mkdir)
+    prepared = await files.prepare(_turn(), sees_images=False)
+    assert "in the sandbox at /files/image.png" in prepared.message.content
+    assert "in the sandbox at /files/image-2.png" in prepared.message.content
+    kept = await asyncio.to_thread(lambda: {p.name: p.read_bytes() for p in inbox.iterdir()})
+    assert kept == {"image.png": first, "image-2.png": second}
+    again = await files.prepare(_turn(), sees_images=False)
+    assert again.message.content == prepared.message.content
+
+
+async def test_retention_does_not_follow_a_link_out_of_the_inbox(tmp_path: Path) -> None:
+    from agent_core.files.retention import FileRetention
+
+    def plant() -> Path:
+        victim = tmp_path / "elsewhere"
+        victim.mkdir()
+        (victim / "keep.txt").write_text("not chatgate's")
+        old = time.time() - 90 * 86400
+        os.utime(victim / "keep.txt", (old, old))
+        (tmp_path / "inbox").mkdir()
+        (tmp_path / "inbox" / "c9").symlink_to(victim)
+        return victim / "keep.txt"
+
+    kept = await asyncio.to_thread(plant)
+    swept = await FileRetention(Records(), tmp_path, days=30, blobs=LocalBlobs(tmp_path)).sweep()
+    assert swept.inbox == 0
+    assert await asyncio.to_thread(kept.exists)
+
+
+def test_a_token_goes_to_the_platforms_hosts_over_https_only() -> None:
+    from adapters.downloads import check_host
+
+    hosts = ("slack.com", ".slack.com")
+    check_host("https://files.slack.com/files-pri/T1-F1/a.png", hosts, platform="Slack")
+    for url in (
+        "http://files.slack.com/files-pri/T1-F1/a.png",
+        "https://files.slack.com@evil.example/a.png",
+        "https://evil.example/?files.slack.com",
+        "https://slack.com.evil.example/a.png",
+    ):
+        with pytest.raises(FileUnavailable):
+            check_host(url, hosts, platform="Slack")
+
+
+def test_send_file_refuses_a_nul_byte_as_an_error_of_the_call(tmp_path: Path) -> None:
+    from agent_core.tools.base import ToolFailed
+    from agent_core.tools.send_file import read_sandbox_file
+
+    with pytest.raises(ToolFailed, match="NUL"):
+        read_sandbox_file(tmp_path, "c1", "a\x00b", 1024)

@@ -109,8 +109,13 @@ async def test_a_conversations_files_are_read_only_at_files_and_no_other_sees_th
     """The files sent in a conversation (its inbox, which chatgate fills) are at /files for
     its commands, read-only; another conversation's commands see none of them by any
     path, and cannot replace them through a link in their own scratch directory."""
-    inbox = make_inbox(state, "c1")
-    (inbox / "report.csv").write_text("north,4242\n")
+    # As chatgate runs: umask 077 (``hardening``); the inbox must still be nobody's to read.
+    umask = os.umask(0o077)
+    try:
+        inbox = make_inbox(state, "c1")
+        (inbox / "report.csv").write_text("north,4242\n")
+    finally:
+        os.umask(umask)
     (inbox / "report.csv").chmod(0o444)
     limits = SandboxLimits()
     run = functools.partial(bwrap.run, limits=limits)
