@@ -232,3 +232,91 @@ def test_telegram_voice_note_is_transcribed_once_and_the_transcript_shown(
         assert sent["text"].rstrip().endswith("I will remind you.")
     finally:
         gateway.stop()
+
+
+@pytest.mark.parametrize("platform", ["slack", "telegram", "discord", "web"])
+def test_on_every_platform_a_photo_is_an_image_part_and_a_huge_file_is_not_fetched(
+    platform: str,
+    database_url: str,
+    model_server: FakeModelServer,
+    slack: FakeSlack,
+    telegram: FakeTelegram,
+    discord: FakeDiscord,
+    tmp_path: Path,
+) -> None:
+    """The same message on each platform: a photo and a file declared (or, in the web
+    chat, uploaded) past the cap. The vision model gets the photo's bytes as an image part;
+    the big file is never downloaded (refused at upload in the web chat) and the reply
+    names it."""
+    fake: Any = {"slack": slack, "telegram": telegram, "discord": discord, "web": None}[platform]
+    picture = png(5, 5, (1, 2, 3))
+    huge = 30 * 1024 * 1024
+    settings = {"CHATGATE_MODEL_VISION": "true", "CHATGATE_STREAM_REPLIES": "false"}
+    if fake is not None:
+        gateway = _gateway(database_url, model_server, fake, tmp_path)
+        gateway.start(**settings)
+    else:
+        gateway = GatewayProcess(database_url=database_url, workdir=tmp_path,
+                                 CHATGATE_STATE_DIR=str(tmp_path / "state"),
+                                 **model_server.settings(), **settings)  # fmt: skip
+        gateway.start(command="run")
+    try:
+        model_server.script("A small square.")
+        if platform == "slack":
+            event = _mention("what is this?", ts="1700002000.000100")
+            event["event"]["files"] = [
+                slack.add_file("square.png", picture, mimetype="image/png"),
+                slack.add_file("backup.tar", huge, mimetype="application/x-tar"),
+            ]
+            assert _post_event(gateway, event)[0] == 200
+            reply = lambda: slack.posted()[-1]["text"]  # noqa: E731
+            slack.wait_for("chat.postMessage", 1)
+        elif platform == "telegram":
+            photo = telegram.add_file(picture, path="photos/p.jpg")
+            big = telegram.add_file(huge, path="documents/backup.tar")
+            update = _text("what is this?")
+            update["message"]["photo"] = [{"file_id": photo, "file_unique_id": "p", "width": 5,
+                                           "height": 5, "file_size": len(picture)}]  # fmt: skip
+            assert _post(gateway, update) == 200
+            # Telegram puts one file on a message: the big one comes as a second message.
+            second = _text("and this")
+            document = {"file_id": big, "file_unique_id": "b", "file_name": "backup.tar"}
+            second["message"]["document"] = {**document, "file_size": huge}
+            telegram.wait_for("sendMessage", 1)
+            model_server.script("Too big.")
+            assert _post(gateway, second) == 200
+            telegram.wait_for("sendMessage", 2)
+            reply = lambda: telegram.called("sendMessage")[-1]["text"]  # noqa: E731
+        elif platform == "discord":
+            discord.wait_connected()
+            attachments = [
+                discord.attachment("square.png", picture, content_type="image/png"),
+                discord.attachment("backup.tar", huge, content_type="application/x-tar"),
+            ]
+            discord.message_create("what is this?", mention=True, attachments=attachments)
+            _wait(lambda: len(discord.created) == 1)
+            reply = lambda: discord.created[-1]["content"]  # noqa: E731
+        else:
+            status, uploaded = upload(gateway, "square.png", picture)
+            assert status == 201
+            status, _ = upload(gateway, "backup.tar", bytes(26 * 1024 * 1024))
+            assert status == 413  # the web chat refuses it at the door: nothing is kept
+            body = {"conversation": "pics", "text": "what is this?",
+                    "attachments": [{"id": uploaded["id"], "name": "square.png"}]}  # fmt: skip
+            assert http("POST", f"{gateway.url}/api/messages", body=body)[0] == 202
+            model_server.wait_for_requests(1)
+            reply = None
+        request = model_server.requests[0]
+        content = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+        [image] = [part for part in content if part["type"] == "image_url"]
+        expected = "data:image/png;base64," + base64.b64encode(picture).decode()
+        assert image["image_url"]["url"] == expected
+        if reply is not None:
+            assert (
+                "Not read: backup.tar (30.0 MB is over the 25.0 MB limit for one file)" in reply()
+            )
+            served = fake.served
+            assert not any("backup.tar" in path for path in served)
+            assert not any("backup.tar" in str(call) for call in fake.called("download"))
+    finally:
+        gateway.stop()
