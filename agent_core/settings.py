@@ -121,6 +121,14 @@ class Settings(BaseSettings):
     # "openai/whisper-1"); unset, audio is not transcribed. It uses CHATGATE_MODEL_API_BASE
     # and _KEY when it is on the chat model's provider.
     transcribe_model: str | None = _key("transcribe_model")
+    # The file store in an S3-compatible bucket (for gateways and workers on several
+    # machines); unset: the state directory. Credentials: boto3's chain (AWS_* variables).
+    files_s3_bucket: str | None = _key("files_s3_bucket")
+    files_s3_prefix: str = Field(
+        "chatgate/", validation_alias=AliasChoices("CHATGATE_FILES_S3_PREFIX", "files_s3_prefix")
+    )
+    files_s3_endpoint: str | None = _key("files_s3_endpoint")
+    files_s3_region: str | None = _key("files_s3_region")
     # Whether the model reads images: "auto" asks litellm's model map; true or false for
     # a model it does not know (a proxy's name, a local model).
     model_vision: Literal["auto", "true", "false"] = Field(
@@ -483,7 +491,12 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "model_api_base", "slack_api_url", "telegram_api_url", "discord_api_url", mode="after"
+        "model_api_base",
+        "slack_api_url",
+        "telegram_api_url",
+        "discord_api_url",
+        "files_s3_endpoint",
+        mode="after",
     )
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:

@@ -17,10 +17,11 @@ from aiohttp import web
 from adapters.http import MAX_BODY
 from adapters.registry import AdapterFactory, build_adapters
 from adapters.web.send import WebHub
+from adapters.web.uploads import Uploads
 from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
 from agent_core.faults import FaultPoints
-from agent_core.files.blobs import LocalBlobs
+from agent_core.files.bucket import BucketBlobs, store_for
 from agent_core.files.retention import FileRetention
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
@@ -110,10 +111,7 @@ async def _retain_files(runtime: Runtime, every: float = 3600.0) -> None:
     """Remove files past ``CHATGATE_FILE_RETENTION_DAYS`` (at start, then every hour)."""
     state = runtime.settings.state_dir.resolve()
     retention = FileRetention(
-        runtime.store,
-        state,
-        days=runtime.settings.file_retention_days,
-        blobs=LocalBlobs(state / "files"),
+        runtime.store, state, days=runtime.settings.file_retention_days, blobs=runtime.files
     )
     while not runtime.stopping.is_set():
         try:
@@ -232,6 +230,8 @@ def build_app(
                 budgets=budget_limits(settings),
                 busy_mode=settings.busy_mode,
             )
+            files = store_for(settings)
+            bucket = files if isinstance(files, BucketBlobs) else None
             runtime = Runtime(
                 settings=settings,
                 owner=owner,
@@ -260,6 +260,8 @@ def build_app(
                     marks=outbound if settings.status_marks else None,
                 ),
                 commands=commands,
+                files=files,
+                uploads=Uploads(settings.state_dir.resolve(), bucket),
             )
             app[RUNTIME] = runtime
             platforms.start(runtime.stopping, report_every=settings.deaf_check_seconds)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from adapters.web.send import WebHub
+from adapters.web.uploads import Uploads
+from agent_core.files.blobs import Blobs
 from agent_core.loop import TurnRunner
 from agent_core.scheduling.service import Schedules
 from agent_core.settings import Settings
@@ -32,6 +34,9 @@ class Runtime:
     schedules: Schedules
     inbound: Inbound
     commands: ChatCommands
+    # The file store, and where web uploads wait (the web adapter's).
+    files: Blobs
+    uploads: Uploads
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 

@@ -31,7 +31,7 @@ from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
 from agent_core.events import Platform
 from agent_core.faults import FaultPoints
-from agent_core.files.blobs import LocalBlobs
+from agent_core.files.bucket import store_for
 from agent_core.files.fetching import FileLimits, FileSource, TurnFiles
 from agent_core.jobs import JobPolicy, JobRunner
 from agent_core.loop import TurnRunner
@@ -281,7 +281,7 @@ def build_files(
         )
     return TurnFiles(
         store,
-        LocalBlobs(state_dir / "files"),
+        store_for(settings),
         sources,
         limits=FileLimits(
             per_file=int(settings.file_max_mb * megabyte),

@@ -10,9 +10,9 @@ from aiohttp import web
 from adapters.base import Check, EventSink, Hearing, SenderLifecycle
 from adapters.web.auth import is_loopback
 from adapters.web.send import WebHub, WebSender
-from adapters.web.uploads import uploads_dir
+from adapters.web.uploads import Uploads
 from agent_core.events import Platform
-from agent_core.files.blobs import LocalBlobs
+from agent_core.files.bucket import BucketBlobs, store_for
 from agent_core.settings import Settings
 
 
@@ -23,8 +23,10 @@ class WebAdapter(SenderLifecycle[WebSender]):
 
     def __init__(self, settings: Settings, hub: WebHub | None = None) -> None:
         self.hub = hub or WebHub()
-        state = settings.state_dir.resolve()
-        self.sender = WebSender(self.hub, uploads_dir(state), LocalBlobs(state / "files"))
+        files = store_for(settings)
+        bucket = files if isinstance(files, BucketBlobs) else None
+        self.uploads = Uploads(settings.state_dir.resolve(), bucket)
+        self.sender = WebSender(self.hub, self.uploads, files)
         self._settings = settings
         self.hearing = Hearing()  # no connection: the gateway's own HTTP server
 

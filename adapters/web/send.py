@@ -11,9 +11,8 @@ import itertools
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from adapters.web.uploads import read_upload
+from adapters.web.uploads import Uploads
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
@@ -89,7 +88,7 @@ class WebSender:
     """Delivers web replies: the row is already stored, so wake the conversation's streams."""
 
     def __init__(
-        self, hub: WebHub, uploads: Path | None = None, files: Blobs | None = None
+        self, hub: WebHub, uploads: Uploads | None = None, files: Blobs | None = None
     ) -> None:
         self._hub = hub
         self._uploads = uploads
@@ -109,7 +108,7 @@ class WebSender:
         if self._uploads is None or not file.platform_file_id:
             raise FileUnavailable("no such upload")
         try:
-            async for chunk in read_upload(self._uploads, file.platform_file_id):
+            async for chunk in self._uploads.read(file.platform_file_id):
                 yield chunk
         except FileNotFoundError:
             raise FileUnavailable("the upload is gone (uploads are kept a day)") from None

@@ -69,9 +69,7 @@ class LocalBlobs:
         return self._path(sha256)
 
     def _path(self, sha256: str) -> Path:
-        if _HASH.fullmatch(sha256) is None:
-            raise ValueError(f"not a SHA-256: {sha256!r}")
-        return self._root / sha256[:2] / sha256
+        return self._root / sha256[:2] / checked_hash(sha256)
 
     async def put(self, chunks: AsyncIterator[bytes], *, limit: int) -> Blob:
         """Write to a temporary file beside the store, hash as it comes, rename when whole."""
@@ -120,6 +118,14 @@ class LocalBlobs:
                 if path.stat().st_mtime < before:
                     path.unlink()
         return removed
+
+
+def checked_hash(sha256: str) -> str:
+    """``sha256`` when it is one (64 lower-case hex digits), else ``ValueError``: a name
+    from outside never becomes a path or a key."""
+    if _HASH.fullmatch(sha256) is None:
+        raise ValueError(f"not a SHA-256: {sha256!r}")
+    return sha256
 
 
 def _place(temporary: Path, final: Path) -> None:

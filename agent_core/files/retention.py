@@ -16,7 +16,8 @@ from pathlib import Path
 import structlog
 
 from agent_core.events import utcnow
-from agent_core.files.blobs import LocalBlobs
+from agent_core.files.blobs import Blobs
+from agent_core.files.bucket import BucketBlobs
 from agent_core.stores import FileRecords
 
 log = structlog.get_logger("chatgate.files")
@@ -36,9 +37,7 @@ class Swept:
 class FileRetention:
     """Removes what is past its time (see the module's text)."""
 
-    def __init__(
-        self, records: FileRecords, state_dir: Path, *, days: float, blobs: LocalBlobs
-    ) -> None:
+    def __init__(self, records: FileRecords, state_dir: Path, *, days: float, blobs: Blobs) -> None:
         self._records = records
         self._state = state_dir
         self._seconds = days * 86400
@@ -50,6 +49,8 @@ class FileRetention:
         state = self._state
         inbox = await asyncio.to_thread(_remove_older, state / "inbox", self._seconds, depth=2)
         uploads = await asyncio.to_thread(_remove_older, state / "uploads", UPLOAD_SECONDS)
+        if isinstance(self._blobs, BucketBlobs):
+            uploads += await self._blobs.sweep_uploads(UPLOAD_SECONDS)
         swept = Swept(stored, inbox, uploads)
         if stored or inbox or uploads:
             log.info("old files removed", stored=stored, inbox=inbox, uploads=uploads)

@@ -23,7 +23,7 @@ from adapters.web.auth import (
 from adapters.web.parse import parse_decision, parse_message, parse_schedule_action
 from adapters.web.render import approval_item, conversation_item, message_item
 from adapters.web.send import WEB_FILE, Draft
-from adapters.web.uploads import UploadTooLarge, save_upload, uploads_dir
+from adapters.web.uploads import UploadTooLarge
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalNotFound,
@@ -32,7 +32,6 @@ from agent_core.errors import (
     PairingRefused,
     ScheduleNotFound,
 )
-from agent_core.files.blobs import LocalBlobs
 from agent_core.journaled import item_json
 from agent_core.records import ConversationRecord
 from gateway.inbound import refusal
@@ -190,9 +189,7 @@ async def upload(request: web.Request) -> web.Response:
         return json_error(400, "expected one multipart field named 'file'")
     name = (part.filename or "file")[:255]
     try:
-        upload_id, size = await save_upload(
-            part, uploads_dir(runtime.settings.state_dir.resolve()), limit=limit
-        )
+        upload_id, size = await runtime.uploads.save(part, limit=limit)
     except UploadTooLarge:
         return json_error(413, f"files are read up to {runtime.settings.file_max_mb:g} MB")
     return web.json_response({"id": upload_id, "name": name, "size": size}, status=201)
@@ -221,14 +218,15 @@ async def sent_file(request: web.Request) -> web.StreamResponse:
     ):
         return json_error(404, "no such file")
     assert isinstance(sent, dict)
-    path = LocalBlobs(runtime.settings.state_dir.resolve() / "files").path(receipt[len(WEB_FILE) :])
-    if not path.is_file():
+    try:
+        data = await runtime.files.read(receipt[len(WEB_FILE) :])
+    except (FileNotFoundError, ValueError):
         return json_error(410, "the file is no longer kept")
     content_type = str(sent.get("content_type") or "")
     shown = content_type in _SHOWN_INLINE
     name = re.sub(r"[^A-Za-z0-9._ -]", "_", str(sent.get("name") or "file"))
-    return web.FileResponse(
-        path,
+    return web.Response(
+        body=data,
         headers={
             "Content-Type": content_type if shown else "application/octet-stream",
             "Content-Disposition": f'{"inline" if shown else "attachment"}; filename="{name}"',

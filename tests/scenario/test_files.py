@@ -8,6 +8,7 @@ the bot token; Telegram's goes through getFile; the web chat uploads first."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.files import docx, ogg, pdf, png
 from tests.fakes.gateway import GatewayProcess, http, upload
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.s3_server import FakeS3
 from tests.fakes.slack_server import TOKEN, FakeSlack
 from tests.fakes.telegram_server import FakeTelegram
 from tests.scenario.test_slack import _mention, _post_event
@@ -320,3 +322,44 @@ def test_on_every_platform_a_photo_is_an_image_part_and_a_huge_file_is_not_fetch
             assert not any("backup.tar" in str(call) for call in fake.called("download"))
     finally:
         gateway.stop()
+
+
+def test_with_a_bucket_files_and_uploads_live_there_for_every_process(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """CHATGATE_FILES_S3_BUCKET (here a fake S3 on loopback, the real boto3): a Slack file
+    and a web upload go to the bucket, not the state directory, and the model reads
+    both from there; another gateway on another state directory reads them too."""
+    with FakeS3() as s3:
+        gateway = _gateway(database_url, model_server, slack, tmp_path / "one")
+        (tmp_path / "one").mkdir()
+        gateway.start(command="run", CHATGATE_STREAM_REPLIES="false", **s3.settings())
+        try:
+            model_server.script("Read it.", "Read that too.")
+            event = _mention("sum these", ts="1700003000.000100")
+            event["event"]["files"] = [slack.add_file("revenue.csv", CSV, mimetype="text/csv")]
+            assert _post_event(gateway, event)[0] == 200
+            slack.wait_for("chat.postMessage", 1)
+            digest = hashlib.sha256(CSV).hexdigest()
+            assert s3.keys("chatgate/files/") == [f"chatgate/files/{digest}"]
+            assert not (tmp_path / "one" / "state" / "files").exists()
+            assert "north,4242" in _text_of(_user_message(model_server))
+
+            status, uploaded = upload(gateway, "more.csv", b"region,revenue\nwest,99\n")
+            assert status == 201
+            assert s3.keys("chatgate/uploads/") == [f"chatgate/uploads/{uploaded['id']}"]
+            assert not list((tmp_path / "one" / "state" / "uploads").glob("*"))
+        finally:
+            gateway.stop()
+        # Another gateway, its own state directory: the upload is the bucket's.
+        (tmp_path / "two").mkdir()
+        other = _gateway(database_url, model_server, slack, tmp_path / "two")
+        other.start(command="run", CHATGATE_STREAM_REPLIES="false", **s3.settings())
+        try:
+            body = {"conversation": "bucket", "text": "and this",
+                    "attachments": [{"id": uploaded["id"], "name": "more.csv"}]}  # fmt: skip
+            assert http("POST", f"{other.url}/api/messages", body=body)[0] == 202
+            model_server.wait_for_requests(2)
+            assert "west,99" in _text_of(_user_message(model_server))
+        finally:
+            other.stop()
