@@ -11,6 +11,7 @@ from typing import Any
 from adapters.base import Check
 from adapters.registry import build_adapters
 from agent_core.errors import ModelError, StorageError
+from agent_core.files.bucket import BucketBlobs, store_for
 from agent_core.model import ChatMessage
 from agent_core.sandbox.choose import choose_sandbox
 from agent_core.settings import Settings
@@ -237,6 +238,24 @@ async def _hearing(settings: Settings) -> list[Check]:
     return checks
 
 
+async def _file_store(settings: Settings) -> Check:
+    store = store_for(settings)
+    if not isinstance(store, BucketBlobs):
+        return Check("file store", "ok", f"{settings.state_dir.resolve() / 'files'}")
+    try:
+        where = await store.check()
+    except Exception as exc:
+        return Check(
+            "file store",
+            "FAIL",
+            f"the bucket does not answer: {type(exc).__name__}: {str(exc)[:200]}",
+            "check CHATGATE_FILES_S3_BUCKET, _ENDPOINT, _REGION and the AWS_* credentials",
+        )
+    finally:
+        store.close()
+    return Check("file store", "ok", f"{where} answers")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are printed."""
     checks = [
@@ -250,6 +269,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(_tools(settings))
     checks.append(await _sandbox(settings))
     checks.append(_private_files(settings))
+    checks.append(await _file_store(settings))
     if (faults := _faults(settings)) is not None:
         checks.append(faults)
     checks.append(_secrets(settings, os.environ))

@@ -164,6 +164,16 @@ class BucketBlobs:
         """Delete uploads older than ``older_than`` seconds."""
         return await asyncio.to_thread(self._sweep, "uploads", set(), older_than)
 
+    async def check(self) -> str:
+        """Ask the bucket for one key under the prefix (``chatgate doctor``); what it is."""
+        where = self._where
+        await asyncio.to_thread(
+            self._s3().list_objects_v2, Bucket=where.bucket, Prefix=where.prefix, MaxKeys=1
+        )
+        return f"s3://{where.bucket}/{where.prefix}" + (
+            f" at {where.endpoint}" if where.endpoint else ""
+        )
+
     def close(self) -> None:
         """Let go of the client's connections."""
         client, self._client = self._client, None

@@ -102,9 +102,13 @@ def test_doctor_reports_what_is_wrong_and_exits_1(tmp_path: Path) -> None:
         CHATGATE_MODEL_RETRIES="0",
         CHATGATE_MODEL_TIMEOUT="5",
         CHATGATE_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+        CHATGATE_FILES_S3_BUCKET="chatgate-files",
+        CHATGATE_FILES_S3_ENDPOINT=f"http://127.0.0.1:{port}",
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    for name in ("database", "redis", "model"):
+    for name in ("database", "redis", "model", "file store"):
         assert f"FAIL {name}" in result.stdout
     assert "fix: " in result.stdout
 

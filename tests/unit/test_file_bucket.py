@@ -83,3 +83,8 @@ async def test_uploads_sit_beside_the_files(bucket: BucketBlobs, s3: FakeS3) -> 
     s3.age("team/uploads/" + "a" * 32, 2 * 86400)
     assert await bucket.sweep_uploads(86400) == 1
     assert s3.keys() == []
+
+
+async def test_doctor_asks_the_bucket(bucket: BucketBlobs, s3: FakeS3) -> None:
+    assert await bucket.check() == f"s3://{BUCKET}/team/ at {s3.endpoint}"
+    assert s3.called("GET object") == []  # a listing, not a read
