@@ -363,3 +363,22 @@ def test_with_a_bucket_files_and_uploads_live_there_for_every_process(
             assert "west,99" in _text_of(_user_message(model_server))
         finally:
             other.stop()
+
+
+def test_a_strangers_file_is_never_downloaded(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """Pairing mode: someone not let in shares a file with a mention. They get the
+    pairing answer; no turn opens, so nothing is fetched and the model is not asked."""
+    gateway = _gateway(database_url, model_server, slack, tmp_path)
+    gateway.start(CHATGATE_ACCESS="pairing")
+    try:
+        event = _mention("read my file", ts="1700004000.000100", user="U0STRANGER")
+        event["event"]["files"] = [slack.add_file("secret.csv", CSV, mimetype="text/csv")]
+        assert _post_event(gateway, event)[0] == 200
+        slack.wait_for("chat.postMessage", 1)  # the pairing answer
+        time.sleep(1.5)
+        assert slack.called("download") == []
+        assert model_server.requests == []
+    finally:
+        gateway.stop()
