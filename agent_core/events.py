@@ -166,6 +166,9 @@ class ApprovalPrompt:
     idempotency_key: str
     # As for ``Reply``: an earlier attempt may have sent this prompt already.
     resend: bool = False
+    # Not "may this run?" but "run it again?": the call was cut off by a crash and may or
+    # may not have happened (its tool cannot tell). Shown with Retry and Skip.
+    recovery: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -284,6 +284,7 @@ class ToolRound:
             reply_to=turn.reply_to,
             idempotency_key=f"{turn.id}:{approval.seq}:prompt",
             resend=resend,
+            recovery=approval.kind == "recovery",
         )
         receipt = await self._outbound.send(prompt)
         self._faults.hit("after_prompt_send")

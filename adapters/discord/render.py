@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 BUTTONS = (("approve", "Approve", "success"), ("allow", "Allow in this conversation", "primary"),
            ("deny", "Deny", "danger"))  # fmt: skip
+RECOVERY_BUTTONS = (("approve", "Retry", "primary"), ("deny", "Skip", "secondary"))
 _JOB_BUTTONS = {
     "active": (("pause", "Pause"), ("delete", "Delete")),
     "paused": (("resume", "Resume"), ("delete", "Delete")),
@@ -40,6 +41,12 @@ def approval_content(prompt: ApprovalPrompt) -> str:
     shown = for_prompt(prompt.arguments)
     arguments = shown.text.replace("```", "`\u200b``")
     warning = f"\n⚠ {shown.warning}" if shown.warning else ""
+    if prompt.recovery:
+        return (
+            f"**Run `{prompt.tool}` again?** chatgate restarted while it ran: it may or may "
+            f"not have happened. (approval `{prompt.approval_id}`){warning}\n"
+            f"```json\n{arguments}\n```"
+        )
     return (
         f"**Allow `{prompt.tool}`?** (approval `{prompt.approval_id}`){warning}\n"
         f"```json\n{arguments}\n```"
@@ -107,7 +114,7 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View:
 
     button = _dynamic_button()
     view = ui.View(timeout=None)
-    for action, label, style in BUTTONS:
+    for action, label, style in RECOVERY_BUTTONS if prompt.recovery else BUTTONS:
         view.add_item(button("ap", action, prompt.approval_id, label=label, style=style))
     return view
 

@@ -25,6 +25,7 @@ BUTTONS = (
     ("chatgate_allow_conversation", "Allow in this conversation", None),
     ("chatgate_deny", "Deny", "danger"),
 )
+RECOVERY_BUTTONS = (("chatgate_approve", "Retry", "primary"), ("chatgate_deny", "Skip", None))
 
 
 def _pieces(text: str, *, first: int, rest: int) -> list[str]:
@@ -52,6 +53,11 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
         f"*Allow `{escape_slack(prompt.tool)}`?* (asked by <@{bare_user(prompt.requested_by)}>)"
         f"{warning}"
     )
+    if prompt.recovery:
+        header = (
+            f"*Run `{escape_slack(prompt.tool)}` again?* chatgate restarted while it ran: it "
+            f"may or may not have happened.{warning}"
+        )
     # A section holds 3,000 characters; escaping can grow the text, so it may take several.
     arguments = escape_slack(shown.text).replace("```", "`\u200b``")
     pieces = _pieces(arguments, first=_SECTION - len(header) - 7, rest=_SECTION - 6)
@@ -71,7 +77,7 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
                     "value": prompt.approval_id,
                     **({"style": style} if style else {}),
                 }
-                for action_id, label, style in BUTTONS
+                for action_id, label, style in (RECOVERY_BUTTONS if prompt.recovery else BUTTONS)
             ],
         },
     ]

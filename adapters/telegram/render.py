@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from telegram import InlineKeyboardMarkup
 
 BUTTONS = (("ap", "Approve"), ("ac", "Allow in this conversation"), ("dn", "Deny"))
+RECOVERY_BUTTONS = (("ap", "Retry"), ("dn", "Skip"))
 _JOB_BUTTONS = {
     "active": (("jp", "Pause"), ("jd", "Delete")),
     "paused": (("jr", "Resume"), ("jd", "Delete")),
@@ -37,6 +38,12 @@ def approval_text(prompt: ApprovalPrompt) -> str:
 
     shown = for_prompt(prompt.arguments)
     warning = f"\n⚠ {escape(shown.warning)}" if shown.warning else ""
+    if prompt.recovery:
+        return (
+            f"<b>Run {escape(prompt.tool)} again?</b> chatgate restarted while it ran: it may "
+            f"or may not have happened. (approval <code>{escape(prompt.approval_id)}</code>)"
+            f"{warning}\n<pre>{escape(shown.text)}</pre>"
+        )
     return (
         f"<b>Allow {escape(prompt.tool)}?</b> "
         f"(approval <code>{escape(prompt.approval_id)}</code>){warning}\n"
@@ -45,14 +52,15 @@ def approval_text(prompt: ApprovalPrompt) -> str:
 
 
 def approval_keyboard(prompt: ApprovalPrompt) -> InlineKeyboardMarkup:
-    """The three buttons, the approval id in each button's callback data."""
+    """The buttons (three, or Retry and Skip for a recovery), the approval id in each
+    button's callback data."""
     from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
     buttons = [
         InlineKeyboardButton(label, callback_data=callback_data(verb, prompt.approval_id))
-        for verb, label in BUTTONS
+        for verb, label in (RECOVERY_BUTTONS if prompt.recovery else BUTTONS)
     ]
-    return InlineKeyboardMarkup([buttons[:2], buttons[2:]])
+    return InlineKeyboardMarkup([buttons[:2], buttons[2:]] if len(buttons) > 2 else [buttons])
 
 
 def stop_keyboard(turn: str) -> InlineKeyboardMarkup | None:

@@ -9,6 +9,7 @@ twice."""
 from __future__ import annotations
 
 import base64
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -247,7 +248,7 @@ def test_on_telegram_a_send_cut_off_is_not_repeated_unasked(
     database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
 ) -> None:
     """Telegram cannot be asked whether a file arrived: after the kill the turn asks the
-    person (an approval prompt for the call) instead of sending a second copy on its own."""
+    person (Run it again? Retry or Skip) instead of sending a second copy on its own."""
     gateway = _gateway(database_url, model_server, telegram, tmp_path)
     gateway.start(CHATGATE_TEST_FAULT="after_tool_run")
     _send_back(model_server)
@@ -262,8 +263,12 @@ def test_on_telegram_a_send_cut_off_is_not_repeated_unasked(
     try:
         [prompt] = telegram.wait_for("sendMessage", 1)
         assert "send_file" in prompt["text"]
-        assert "Allow send_file?" in prompt["text"]
+        assert "Run send_file again?" in prompt["text"]
         assert "/files/revenue.csv" in prompt["text"]
+        keyboard = prompt["reply_markup"]
+        keyboard = json.loads(keyboard) if isinstance(keyboard, str) else keyboard
+        labels = [b["text"] for row in keyboard["inline_keyboard"] for b in row]
+        assert labels == ["Retry", "Skip"]
         time.sleep(1.0)
         assert len(telegram.sent_files) == 1  # the one before the kill; none since
     finally:

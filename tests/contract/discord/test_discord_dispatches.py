@@ -196,3 +196,16 @@ def test_a_prompt_that_fits_the_core_limit_fits_discords_2000() -> None:
         idempotency_key="k",
     )
     assert len(approval_content(prompt)) <= 2000
+
+
+def test_a_recovery_prompt_asks_to_run_it_again() -> None:
+    prompt = ApprovalPrompt(
+        conversation=ConversationKey(platform="discord", workspace="G", channel="C"),
+        approval_id="ap_0123456789ab",
+        tool="send_file",
+        arguments={"path": "/files/report.csv"},
+        requested_by="discord:1",
+        idempotency_key="1:3:prompt",
+        recovery=True,
+    )
+    assert approval_content(prompt).startswith("**Run `send_file` again?** chatgate restarted")

@@ -242,3 +242,21 @@ def test_a_prompt_that_fits_the_core_limit_fits_slacks_sections() -> None:
     )
     *sections, _actions = approval_blocks(prompt)
     assert all(len(s["text"]["text"]) <= 3000 for s in sections)
+
+
+def test_a_recovery_prompt_asks_to_run_it_again_with_retry_and_skip() -> None:
+    """A call a crash cut off (its tool cannot tell whether it happened): the prompt asks
+    whether to run it again; Retry approves, Skip denies."""
+    prompt = ApprovalPrompt(
+        conversation=ConversationKey(platform="slack", workspace="T1", channel="C1"),
+        approval_id="ap_1a2b3c4d5e6f",
+        tool="send_file",
+        arguments={"path": "/files/report.csv"},
+        requested_by="slack:U061F7AUR",
+        idempotency_key="1:3:prompt",
+        recovery=True,
+    )
+    *sections, actions = approval_blocks(prompt)
+    assert sections[0]["text"]["text"].startswith("*Run `send_file` again?* chatgate restarted")
+    assert [b["text"]["text"] for b in actions["elements"]] == ["Retry", "Skip"]
+    assert [b["action_id"] for b in actions["elements"]] == ["chatgate_approve", "chatgate_deny"]

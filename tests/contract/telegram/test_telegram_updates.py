@@ -211,3 +211,19 @@ def test_a_prompt_shows_the_tail_behind_3000_spaces_and_flags_it() -> None:
     assert "⟪3000 blanks⟫" in shown
     assert "Look closely" in shown
     assert len(shown) <= 4096
+
+
+def test_a_recovery_prompt_asks_to_run_it_again_with_retry_and_skip() -> None:
+    prompt = ApprovalPrompt(
+        conversation=ConversationKey(platform="telegram", workspace="1", channel="5"),
+        approval_id="ap_0123456789ab",
+        tool="send_file",
+        arguments={"path": "/files/report.csv"},
+        requested_by="telegram:5",
+        idempotency_key="1:3:prompt",
+        recovery=True,
+    )
+    keyboard = approval_keyboard(prompt).to_dict()["inline_keyboard"]
+    assert [[b["text"] for b in row] for row in keyboard] == [["Retry", "Skip"]]
+    assert [b["callback_data"] for b in keyboard[0]] == ["ap:ap_0123456789ab", "dn:ap_0123456789ab"]
+    assert parse_html(approval_text(prompt)).startswith("Run send_file again?")
