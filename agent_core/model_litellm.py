@@ -39,7 +39,6 @@ from agent_core.model import (
     ModelReply,
     TextSoFar,
     ToolCallRequest,
-    Transcript,
 )
 from agent_core.streamed_completion import StreamBroken, StreamedCompletion
 
@@ -49,7 +48,8 @@ _PRIMARY = "chatgate-primary"
 _DEFAULT_CONTEXT = 8192
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
+    """litellm, imported (Python keeps it: once a process)."""
     # Use the cost map shipped in the wheel instead of fetching one at import.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     return importlib.import_module("litellm")
@@ -58,7 +58,7 @@ def _litellm() -> Any:
 def preload() -> None:
     """Import litellm now. A process about to fork (the Celery worker's parent) does it
     once for all its children, so none pays seconds of import inside its first job."""
-    _litellm()
+    load_litellm()
 
 
 def _known_window(litellm: Any, model: str) -> int:
@@ -82,7 +82,7 @@ def same_provider(model: str, other: str) -> bool:
 
 
 @contextlib.contextmanager
-def _mapped_errors(model: str) -> Iterator[None]:
+def mapped_errors(model: str) -> Iterator[None]:
     """Map litellm's (and its providers') exceptions to ModelError, once, at the edge."""
     try:
         yield
@@ -140,7 +140,7 @@ class LiteLLMModel:
     def _build_router(self) -> Any:
         log.info("loading the model library", model=self._model)
         started = time.monotonic()
-        litellm = _litellm()
+        litellm = load_litellm()
         log.info("model library loaded", seconds=round(time.monotonic() - started, 2))
         litellm.telemetry = False
         litellm.suppress_debug_info = True
@@ -200,7 +200,7 @@ class LiteLLMModel:
         """litellm's token count for the model (tiktoken or the provider's tokenizer)."""
         payload = [_wire(m) for m in messages]
         try:
-            return int(_litellm().token_counter(model=self._model, messages=payload))
+            return int(load_litellm().token_counter(model=self._model, messages=payload))
         except Exception:
             return sum(len(m.content) // 3 + 4 + IMAGE_TOKENS * len(m.images) for m in messages)
 
@@ -222,7 +222,7 @@ class LiteLLMModel:
         extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
         if on_text is not None:
             extra["on_text"] = on_text
-        with _mapped_errors(self._model):
+        with mapped_errors(self._model):
             read = self._router.acompletion
             if on_text is not None and not isinstance(self._router, _Wire):
                 read = functools.partial(_read_stream, self._router, retries=self._retries)
@@ -250,41 +250,6 @@ class LiteLLMModel:
                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                 cost_usd=_cost(response),
             )
-
-
-class LiteLLMTranscriber:
-    """Speech to text through ``litellm.atranscription`` (OpenAI's ``/audio/transcriptions``
-    and the providers litellm maps to it), priced from litellm's cost map."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_base: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-    ) -> None:
-        self._model = model
-        self._params: dict[str, Any] = {"model": model, "timeout": timeout}
-        if api_base:
-            self._params["api_base"] = api_base
-        if api_key:
-            self._params["api_key"] = api_key
-
-    async def transcribe(self, name: str, data: bytes) -> Transcript:
-        """The words of ``data`` (an audio file called ``name``)."""
-        litellm = await asyncio.to_thread(_litellm)
-        with _mapped_errors(self._model):
-            response = await litellm.atranscription(file=(name, data), **self._params)
-        hidden = getattr(response, "_hidden_params", None) or {}
-        cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        duration = getattr(response, "duration", None)
-        return Transcript(
-            text=str(getattr(response, "text", "") or "").strip(),
-            model=self._model,
-            cost_usd=float(cost or 0.0),
-            seconds=float(duration) if isinstance(duration, (int, float)) else None,
-        )
 
 
 class _Direct:
@@ -489,7 +454,7 @@ async def _read_stream(
     ``on_text`` as it comes, then the chunks put together by litellm's
     ``stream_chunk_builder`` (which counts the tokens when the provider sent no usage) and
     priced from its cost map, as the unstreamed call is."""
-    litellm = _litellm()
+    litellm = load_litellm()
     utils = importlib.import_module("litellm.utils")
     for attempt in range(retries + 1):
         # litellm retries the call that opens the stream; one that breaks off midway is

@@ -269,7 +269,8 @@ def build_files(
     megabyte = 1024 * 1024
     transcriber = None
     if settings.transcribe_model:
-        from agent_core.model_litellm import LiteLLMTranscriber, same_provider
+        from agent_core.model_litellm import same_provider
+        from agent_core.transcribe_litellm import LiteLLMTranscriber
 
         shared = same_provider(settings.transcribe_model, settings.model or "")
         key = settings.model_api_key.get_secret_value() if settings.model_api_key else None

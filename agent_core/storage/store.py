@@ -17,13 +17,11 @@ from sqlalchemy.exc import IntegrityError
 
 from agent_core.budgets import Spent
 from agent_core.events import ConversationKey, InboundMessage, event_to_json, utcnow
-from agent_core.journaled import Spend
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
     ApprovalRequest,
     ApprovalStatus,
-    AttachmentRecord,
     BusyMode,
     ConversationRecord,
     FinishedStep,
@@ -45,7 +43,6 @@ from agent_core.records import (
     Usage,
 )
 from agent_core.storage import approvals as approval_sql
-from agent_core.storage import attachments as attachment_rows
 from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger, upkeep
 from agent_core.storage import leases as lease_sql
@@ -55,15 +52,17 @@ from agent_core.storage import owners as owner_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
+from agent_core.storage.files import FileRows
 from agent_core.storage.people import PeopleRows
 
 # Event ids per ``IN`` list (well under SQLite's and asyncpg's bound-parameter limits).
 _IDS_PER_READ = 500
 
 
-class Store(PeopleRows):
+class Store(PeopleRows, FileRows):
     """All reads and writes chatgate makes (what concerns people, memory and access in
-    :class:`~agent_core.storage.people.PeopleRows`)."""
+    :class:`~agent_core.storage.people.PeopleRows`; the files messages carry in
+    :class:`~agent_core.storage.files.FileRows`)."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -240,44 +239,6 @@ class Store(PeopleRows):
     async def stop_requested(self, turn_id: int) -> str | None:
         """Who asked the turn to stop, if anyone did."""
         return await self.database.read(journal.stop_requested, turn_id)
-
-    async def turn_attachments(self, turn_id: int) -> list[AttachmentRecord]:
-        """The files of the turn's message and of the messages it took in, in order."""
-        return await self.database.read(attachment_rows.for_turn, turn_id)
-
-    async def attachment_stored(
-        self, attachment_id: int, *, sha256: str, content_type: str, size: int
-    ) -> None:
-        """The file is in the file store under ``sha256``."""
-        await self.database.write(
-            attachment_rows.stored,
-            attachment_id,
-            sha256=sha256,
-            content_type=content_type,
-            size=size,
-            at=utcnow(),
-        )
-
-    async def attachment_transcribed(
-        self, attachment_id: int, *, turn_id: int, transcript: str, spend: Spend
-    ) -> None:
-        """What the audio says, and its cost counted with the turn's."""
-        await self.database.write(
-            attachment_rows.transcribed,
-            attachment_id,
-            turn_id=turn_id,
-            transcript=transcript,
-            spend=spend,
-            now=utcnow(),
-        )
-
-    async def attachment_refused(self, attachment_id: int, error: str) -> None:
-        """The file is not read, for ``error``."""
-        await self.database.write(attachment_rows.refused, attachment_id, error)
-
-    async def file_hashes_in_use(self, since: datetime) -> set[str]:
-        """The content hashes of files stored since ``since``."""
-        return await self.database.read(attachment_rows.hashes_in_use, since)
 
     async def record_mark(self, turn_id: int, state: TurnState) -> None:
         """Journal the state shown on the turn's message."""
