@@ -371,7 +371,7 @@ class TurnRunner:
 
     async def _prepare(self, turn: TurnRecord) -> Prepared:
         """The turn's message, with the files that came with it (fetched once)."""
-        if self._files is None or self._model is None:
+        if self._files is None or self._model is None or not turn.has_files:
             return Prepared(ChatMessage(role="user", content=turn.trigger_text))
         await self._model.warm_up()  # litellm's model map says whether it sees images
         return await self._files.prepare(turn, sees_images=self._model.sees_images())
