@@ -14,6 +14,7 @@ run of 8 or more of its characters.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import traceback
@@ -167,12 +168,27 @@ def _disguises(value: str) -> re.Pattern[str]:
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
     }
+    forms |= _as_in_urls(value)
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         forms |= _base64_cores(raw, encode)
     alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if f)
     # In any letter case: upper-cased, %xx or %XX, hex either way (base64 matched without
     # regard to case only scrubs more).
     return re.compile(f"(?=({alternatives}))", re.IGNORECASE)
+
+
+def _as_in_urls(value: str) -> set[str]:
+    """The value as ``http_request``'s client (httpx) writes it into a URL's path and its
+    query, where it leaves some characters raw and escapes others (a mix no other form
+    matches: an echo of the request line gave a secret back whole)."""
+    import httpx
+
+    forms = set()
+    for prefix, part in (("http://h/", "raw_path"), ("http://h/?q=", "query")):
+        with contextlib.suppress(Exception):
+            written = getattr(httpx.URL(prefix + value), part).decode()
+            forms.add(written[len("/") :] if part == "raw_path" else written[len("q=") :])
+    return forms
 
 
 def _runs(value: str) -> frozenset[str]:

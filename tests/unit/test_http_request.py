@@ -329,3 +329,30 @@ async def test_ipv6_addresses_that_lead_back_inside_are_refused(address: str) ->
         assert seen == []
     finally:
         del ADDRESSES["sneaky.example"]
+
+
+@pytest.mark.parametrize("where", ["path", "query"])
+async def test_a_secret_in_the_url_echoed_as_the_client_wrote_it_is_scrubbed(where: str) -> None:
+    """A secret with characters httpx escapes in a URL and others it leaves raw: an echo of
+    the request line gives back that mix, which must not reach the model (an attack through
+    the running gateway got it back whole)."""
+    secret = 'Pa ss"w<0>r{d}`2 02`4 x|^'
+    url = (
+        "https://api.github.com/{{secret:GH}}"
+        if where == "path"
+        else "https://api.github.com/p?q={{secret:GH}}"
+    )
+    seen: list[httpx.Request] = []
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        line = f"GET {request.url.raw_path.decode()}"
+        return httpx.Response(200, text=line, headers={"content-type": "text/plain"})
+
+    tool = _tool(
+        seen, answer=echo, secrets=Secrets({"GH": secret}, hosts={"GH": ["api.github.com"]})
+    )
+    outcome = await tool.run(tool.validate({"method": "GET", "url": url}), CONTEXT)
+    assert outcome.status == "ok"
+    assert "[secret:GH]" in outcome.output
+    for piece in ("ss%22w", "r{d}", "%604", "2%2002"):
+        assert piece not in outcome.output, outcome.output
