@@ -24,6 +24,16 @@ from agent_core.events import ConversationKey, InboundMessage
 AccessMode: TypeAlias = Literal["pairing", "allowlist", "open"]
 Verdict: TypeAlias = Literal["allow", "pair", "refuse"]
 
+CONSOLE_OPERATOR = "console:operator"
+"""Who acts from the operator console (its token holder, or a loopback client): an admin
+everywhere. No platform's events carry this id (theirs start with the platform's name)."""
+
+
+def with_operator(admins: Collection[str]) -> list[str]:
+    """The configured admins and the console's operator."""
+    return [*admins, CONSOLE_OPERATOR]
+
+
 # No 0/O, 1/I/L: codes are read aloud and typed by hand.
 _CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 

@@ -254,7 +254,7 @@ class MemoryRecord:
     created_at: datetime
 
 
-PairingStatus: TypeAlias = Literal["pending", "approved", "expired"]
+PairingStatus: TypeAlias = Literal["pending", "approved", "expired", "refused"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -150,6 +150,16 @@ class Settings(BaseSettings):
         gt=0,
         validation_alias=AliasChoices("CHATGATE_FILE_RETENTION_DAYS", "file_retention_days"),
     )
+    # Message text and journal content (tool arguments and results, model answers) older
+    # than this is removed by a nightly pass; counts and costs stay. None: kept.
+    retention_days: float | None = Field(
+        None, gt=0, validation_alias=AliasChoices("CHATGATE_RETENTION_DAYS", "retention_days")
+    )
+    audit_retention_days: float = Field(
+        365.0,
+        gt=0,
+        validation_alias=AliasChoices("CHATGATE_AUDIT_RETENTION_DAYS", "audit_retention_days"),
+    )
     # Show what a turn that takes a while is doing on the message that opened it (a reaction:
     # working, waiting for a person, done, failed) and a typing indicator meanwhile.
     status_marks: bool = Field(

@@ -18,6 +18,7 @@ from adapters.http import MAX_BODY
 from adapters.registry import AdapterFactory, build_adapters
 from adapters.web.send import WebHub
 from adapters.web.uploads import Uploads
+from agent_core.access import with_operator
 from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
 from agent_core.faults import FaultPoints
@@ -32,8 +33,9 @@ from agent_core.revocation import Revocations
 from agent_core.secrets import LogScrubber
 from agent_core.settings import Settings
 from agent_core.storage.database import open_database
+from agent_core.storage.operations import Operations
 from agent_core.storage.store import Store
-from gateway import routes
+from gateway import console, routes, upkeep
 from gateway.children import Child
 from gateway.commands import ChatCommands
 from gateway.inbound import Inbound, submit_or_later
@@ -145,6 +147,7 @@ def build_app(
     )
     routes.add_routes(app)
     api.add_routes(app)
+    console.add_routes(app)
     chosen = model if model is not None else build_model(settings)
     faults = FaultPoints(settings.test_fault)
     hub = WebHub()
@@ -195,7 +198,11 @@ def build_app(
                 max_pending=settings.pairing_max_pending,
             )
             approvals = Approvals(
-                store, outbound, admins=settings.admins, may_talk=gate.may_talk, faults=faults
+                store,
+                outbound,
+                admins=with_operator(settings.admins),
+                may_talk=gate.may_talk,
+                faults=faults,
             )
             owner = process_owner()
 
@@ -262,14 +269,17 @@ def build_app(
                 commands=commands,
                 files=files,
                 uploads=Uploads(settings.state_dir.resolve(), bucket),
+                operations=Operations(database),
             )
             app[RUNTIME] = runtime
             platforms.start(runtime.stopping, report_every=settings.deaf_check_seconds)
             sweeper = asyncio.create_task(
                 _sweep(runtime, interval=min(settings.lease_seconds / 2, 5.0)), name="sweeper"
             )
+            await upkeep.record_start(runtime)
             background: list[asyncio.Task[None]] = [
-                asyncio.create_task(_retain_files(runtime), name="file retention")
+                asyncio.create_task(_retain_files(runtime), name="file retention"),
+                asyncio.create_task(upkeep.retain(runtime), name="retention"),
             ]
             if local is not None:
                 ticker = ScheduleDispatcher(

@@ -14,6 +14,7 @@ from agent_core.loop import TurnRunner
 from agent_core.scheduling.service import Schedules
 from agent_core.settings import Settings
 from agent_core.stores import Storage
+from agent_core.stores.operations import OperatorStore
 from gateway.commands import ChatCommands
 from gateway.inbound import Inbound
 from gateway.metrics import Metrics
@@ -37,6 +38,8 @@ class Runtime:
     # The file store, and where web uploads wait (the web adapter's).
     files: Blobs
     uploads: Uploads
+    # The operator's reads and actions (the console, erasure, retention, the audit log).
+    operations: OperatorStore
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from adapters.registry import build_adapters
-from agent_core.access import AccessPolicy, Membership
+from agent_core.access import AccessPolicy, Membership, with_operator
 from agent_core.budgets import BudgetLimits
 from agent_core.delivery import Outbound, OutboundRouter
 from agent_core.events import Platform
@@ -149,7 +149,7 @@ def build_schedules(settings: Settings, store: Store) -> Schedules:
             catch_up_max=settings.schedule_catch_up_max,
             per_conversation=settings.schedules_per_conversation,
         ),
-        admins=settings.admins,
+        admins=with_operator(settings.admins),
     )
 
 
@@ -398,7 +398,9 @@ def build_core(
 
 def access_policy(settings: Settings) -> AccessPolicy:
     """Who may talk to the agent (``CHATGATE_ACCESS``, ``_ALLOW``, ``_ADMINS``)."""
-    return AccessPolicy(mode=settings.access, allow=settings.allow, admins=settings.admins)
+    return AccessPolicy(
+        mode=settings.access, allow=settings.allow, admins=with_operator(settings.admins)
+    )
 
 
 def maintenance_cron(settings: Settings) -> str | None:

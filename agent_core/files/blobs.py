@@ -54,6 +54,10 @@ class Blobs(Protocol):
         many."""
         ...
 
+    async def remove(self, sha256: str) -> bool:
+        """Remove one stored file now (a person's data erased); False when it was gone."""
+        ...
+
 
 HEAD_BYTES = 8192
 
@@ -101,6 +105,14 @@ class LocalBlobs:
 
     async def sweep(self, keep: Collection[str], *, older_than: float) -> int:
         return await asyncio.to_thread(self._sweep, set(keep), time.time() - older_than)
+
+    async def remove(self, sha256: str) -> bool:
+        path = self._path(sha256)
+        try:
+            await asyncio.to_thread(path.unlink)
+        except FileNotFoundError:
+            return False
+        return True
 
     def _sweep(self, keep: set[str], before: float) -> int:
         removed = 0

@@ -131,6 +131,14 @@ class BucketBlobs:
         """Delete the files not in ``keep`` last written over ``older_than`` seconds ago."""
         return await asyncio.to_thread(self._sweep, "files", set(keep), older_than)
 
+    async def remove(self, sha256: str) -> bool:
+        """Delete one stored file (S3 deletes are idempotent: True when it was there)."""
+        key = self._key("files", checked_hash(sha256))
+        if not await asyncio.to_thread(self._exists, key):
+            return False
+        await asyncio.to_thread(self._s3().delete_object, Bucket=self._where.bucket, Key=key)
+        return True
+
     def _sweep(self, kind: str, keep: set[str], older_than: float) -> int:
         before = datetime.now(UTC) - timedelta(seconds=older_than)
         prefix = self._key(kind, "")

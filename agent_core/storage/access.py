@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection, Row
 from agent_core.errors import PairingRefused
 from agent_core.events import utcnow
 from agent_core.records import PairedUser, PairingOutcome, PairingRequest
+from agent_core.storage import audit
 from agent_core.storage.schema import access_events, paired_users, pairing_requests
 
 
@@ -93,6 +94,37 @@ def approve(conn: Connection, code: str, *, actor: str) -> PairingRequest:
     )
 
 
+def refuse(conn: Connection, code: str, *, actor: str) -> PairingRequest:
+    """Turn a pending code down (the stranger stays out; a new message asks afresh);
+    raises :class:`PairingRefused` when the code is not pending."""
+    now = utcnow()
+    _expire(conn, now)
+    normalized = code.strip().upper()
+    row = conn.execute(
+        select(pairing_requests).where(pairing_requests.c.code == normalized)
+    ).first()
+    if row is None:
+        raise PairingRefused(normalized, "unknown")
+    if row.status != "pending":
+        raise PairingRefused(normalized, "expired" if row.status == "expired" else "already used")
+    conn.execute(
+        update(pairing_requests)
+        .where(pairing_requests.c.code == normalized)
+        .values(status="refused", decided_by=actor, decided_at=now)
+    )
+    audit.append(
+        conn,
+        actor=actor,
+        action="access.refuse",
+        subject=row.user_id,
+        detail={"code": normalized},
+        now=now,
+    )
+    return _request(
+        conn.execute(select(pairing_requests).where(pairing_requests.c.code == normalized)).one()
+    )
+
+
 def _admit(conn: Connection, user: str, *, actor: str, code: str | None, now: datetime) -> None:
     exists = conn.execute(select(paired_users.c.user_id).where(paired_users.c.user_id == user))
     values = {
@@ -110,6 +142,9 @@ def _admit(conn: Connection, user: str, *, actor: str, code: str | None, now: da
         insert(access_events),
         {"at": now, "actor": actor, "action": "approve", "user_id": user, "code": code},
     )
+    audit.append(
+        conn, actor=actor, action="access.let_in", subject=user, detail={"code": code}, now=now
+    )
 
 
 def revoke(conn: Connection, user: str, *, actor: str) -> bool:
@@ -126,6 +161,7 @@ def revoke(conn: Connection, user: str, *, actor: str) -> bool:
         insert(access_events),
         {"at": now, "actor": actor, "action": "revoke", "user_id": user, "code": None},
     )
+    audit.append(conn, actor=actor, action="access.revoke", subject=user, now=now)
     return True
 
 

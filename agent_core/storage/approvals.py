@@ -24,7 +24,7 @@ from agent_core.records import (
     ApprovalStatus,
     TurnRecord,
 )
-from agent_core.storage import journal
+from agent_core.storage import audit, journal
 from agent_core.storage.jobs import requeue_waiting
 from agent_core.storage.schema import approvals, conversations, grants, messages, turn_steps, turns
 
@@ -199,6 +199,24 @@ def decide(
             "approval_id": approval_id,
             "created_at": now,
         },
+    )
+    audit.append(
+        conn,
+        actor=user,
+        action=f"approval.{status}",
+        subject=decided.tool,
+        conversation_id=decided.conversation_id,
+        turn_id=decided.turn_id,
+        detail={
+            "approval": approval_id,
+            "requested_by": decided.requested_by,
+            "waited_seconds": (
+                round((now - decided.created_at).total_seconds(), 3)
+                if decided.created_at is not None
+                else None
+            ),
+        },
+        now=now,
     )
     conn.execute(_RESUME, {"b_turn": decided.turn_id})
     # A queued turn (a schedule run, ``bg``) goes back to the job queue, not to a lane.

@@ -25,6 +25,7 @@ from agent_core.records import (
     TurnStatus,
     Usage,
 )
+from agent_core.storage import audit
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.schema import (
     UTCDateTime,
@@ -400,6 +401,8 @@ def finish_step(
         usage_sql.record(conn, turn_id, ModelCallOutput.from_json(output).spend, now=now)
     params = {"b_turn": turn_id, "b_seq": seq, "b_status": status, "b_output": output, "b_now": now}
     if conn.execute(_UPDATE_STEP, params).rowcount:
+        if kind == "tool_call":
+            audit.tool_ran(conn, turn_id, seq, _outcome(output, status), now=now)
         return
     conn.execute(
         _INSERT_STEP,
@@ -414,6 +417,12 @@ def finish_step(
             "finished_at": now,
         },
     )
+
+
+def _outcome(output: JsonValue, status: str) -> str:
+    """How a tool call ended, as its journaled output says (``ok``, ``error``, ``denied`` ...)."""
+    said = output.get("status") if isinstance(output, dict) else None
+    return str(said) if said else status
 
 
 def reply_intent(

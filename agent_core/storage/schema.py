@@ -83,6 +83,7 @@ conversations = Table(
     Column("busy_mode", String(16)),
     UniqueConstraint("platform", "workspace", "channel", "thread", name="uq_conversations_key"),
     Index("ix_conversations_platform_updated", "platform", "updated_at"),
+    Index("ix_conversations_updated_at", "updated_at"),
 )
 
 messages = Table(
@@ -105,6 +106,9 @@ messages = Table(
     Index("ix_messages_conversation_id_id", "conversation_id", "id"),
     Index("ix_messages_conversation_turn", "conversation_id", "turn_id"),
     Index("ix_messages_turn_id", "turn_id"),
+    # A person's messages (export and erasure), and the oldest ones (retention).
+    Index("ix_messages_author", "author"),
+    Index("ix_messages_created_at", "created_at"),
 )
 
 # The files that came with messages (see ``agent_core.files``): one row per file, made
@@ -149,6 +153,7 @@ ingress = Table(
     Column("payload", Text, nullable=False),
     Column("received_at", UTCDateTime(), nullable=False),
     UniqueConstraint("platform", "event_id", name="uq_ingress_platform_event"),
+    Index("ix_ingress_turn_id", "turn_id"),
 )
 
 turns = Table(
@@ -186,6 +191,8 @@ turns = Table(
     Column("marked", String(16)),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
+    Index("ix_turns_user_id", "user_id"),
+    Index("ix_turns_created_at", "created_at"),
 )
 
 turn_steps = Table(
@@ -229,6 +236,7 @@ approvals = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("turn_id", "seq", name="uq_approvals_turn_seq"),
     Index("ix_approvals_status_expires", "status", "expires_at"),
+    Index("ix_approvals_requested_by", "requested_by"),
 )
 
 grants = Table(
@@ -309,6 +317,7 @@ schedules = Table(
     # The dispatcher reads due rows only: a tick costs O(due), not O(all).
     Index("ix_schedules_status_next_run_at", "status", "next_run_at"),
     Index("ix_schedules_conversation_id", "conversation_id"),
+    Index("ix_schedules_created_by", "created_by"),
 )
 
 schedule_targets = Table(
@@ -457,4 +466,23 @@ dead_letters = Table(
     Column("raw", Text, nullable=False),
     Column("error", Text, nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
+)
+
+# What operators and people did, and what chatgate did on their behalf: access changes, approval
+# decisions, tool calls run, settings at start, schedule changes from the console, erasures
+# and retention passes. Append-only: rows are only ever added (and, past the audit
+# retention, removed oldest first); ``detail`` holds names, ids and counts, never message text.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("actor", String(255), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("subject", String(255)),
+    Column("conversation_id", String(32)),
+    Column("turn_id", Id),
+    Column("detail", JSON),
+    Index("ix_audit_log_at", "at"),
+    Index("ix_audit_log_subject", "subject"),
 )

@@ -80,7 +80,7 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     one: the page and its files for anyone (they hold no data), the API for the token
     holder (a bearer header, or the cookie ``POST /api/session`` sets). Writes must be JSON
     from the page's own origin (no cross-site form posts)."""
-    if request.path == "/" or request.path.startswith(("/api/", "/static/")):
+    if request.path in ("/", "/console") or request.path.startswith(("/api/", "/static/")):
         secret = request.app[RUNTIME].settings.web_token
         try:
             if secret is None:

@@ -1,0 +1,268 @@
+"""What operators do and see (the console, ``chatgate forget``, retention) over the
+database: the reads of :mod:`console`, the audit log, a person's export and erasure, and the
+schedule changes only an operator makes (edit, run now)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import JsonValue
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
+
+from agent_core.events import utcnow
+from agent_core.records import PairingRequest
+from agent_core.storage import access, audit, console, erasure
+from agent_core.storage.database import Database
+from agent_core.storage.jobs import insert_job, insert_queued_turn
+from agent_core.storage.schema import maintenance, schedule_runs, schedule_targets, schedules
+from agent_core.stores.operations import AuditEntry
+
+Json = dict[str, JsonValue]
+RETENTION_SLOT = "retention"
+
+
+def _edit_schedule(
+    conn: Connection,
+    schedule_id: str,
+    *,
+    prompt: str | None,
+    recurrence: tuple[str, str, str, datetime | None] | None,
+    next_run_at: datetime | None,
+    actor: str,
+    now: datetime,
+) -> bool:
+    values: dict[str, Any] = {"updated_at": now}
+    if prompt is not None:
+        values["prompt"] = prompt
+    if recurrence is not None:
+        kind, spec, timezone, anchor = recurrence
+        values.update(kind=kind, spec=spec, timezone=timezone, anchor=anchor, failures=0)
+        if next_run_at is not None:
+            values["next_run_at"] = next_run_at
+    changed = conn.execute(
+        update(schedules)
+        .where(schedules.c.id == schedule_id, schedules.c.status.in_(("active", "paused")))
+        .values(**values)
+    ).rowcount
+    if changed:
+        fields = sorted(k for k in values if k not in ("updated_at", "failures"))
+        audit.append(
+            conn, actor=actor, action="schedule.edit", subject=schedule_id,
+            detail={"fields": fields}, now=now,  # type: ignore[dict-item]
+        )  # fmt: skip
+    return bool(changed)
+
+
+def _run_now(conn: Connection, schedule_id: str, *, actor: str, now: datetime) -> list[int]:
+    """One run of the schedule at ``now``, off its timetable: a run row (its slot is now),
+    and a queued turn and job per target, as the dispatcher makes them."""
+    row = conn.execute(
+        select(schedules).where(schedules.c.id == schedule_id, schedules.c.status != "deleted")
+    ).first()
+    if row is None:
+        return []
+    run_id = conn.execute(
+        insert(schedule_runs).returning(schedule_runs.c.id),
+        {"schedule_id": schedule_id, "scheduled_for": now, "created_at": now},
+    ).scalar_one()
+    targets = list(
+        conn.execute(
+            select(schedule_targets.c.conversation_id).where(
+                schedule_targets.c.schedule_id == schedule_id
+            )
+        ).scalars()
+    ) or [row.conversation_id]
+    created = []
+    for conversation_id in targets:
+        turn_id = insert_queued_turn(
+            conn,
+            conversation_id=conversation_id,
+            user=row.created_by,
+            prompt=row.prompt,
+            reply_to=None,
+            now=now,
+        )
+        created.append(
+            insert_job(
+                conn,
+                turn_id=turn_id,
+                conversation_id=conversation_id,
+                now=now,
+                schedule_id=schedule_id,
+                run_id=int(run_id),
+            )
+        )
+    audit.append(
+        conn, actor=actor, action="schedule.run_now", subject=schedule_id,
+        detail={"jobs": created}, now=now,  # type: ignore[dict-item]
+    )  # fmt: skip
+    return created
+
+
+def _retention_window(conn: Connection, *, before: datetime, margin: timedelta) -> datetime | None:
+    """Where the last retention pass got to (less ``margin``: rows whose turn was still
+    open then), moved on to ``before``; None when no pass ran yet."""
+    row = conn.execute(
+        select(maintenance.c.last_slot).where(maintenance.c.name == RETENTION_SLOT)
+    ).first()
+    if row is None:
+        conn.execute(insert(maintenance), {"name": RETENTION_SLOT, "last_slot": before})
+        return None
+    conn.execute(
+        update(maintenance)
+        .where(maintenance.c.name == RETENTION_SLOT, maintenance.c.last_slot < before)
+        .values(last_slot=before)
+    )
+    last: datetime = row.last_slot
+    return last - margin
+
+
+class Operations:
+    """The operator's side of the database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    # -- reads for the console ---------------------------------------------------------
+
+    async def conversations(self, **query: Any) -> Json:
+        """A page of conversations (see ``console.conversations_page``)."""
+        return await self.database.read(console.conversations_page, **query)
+
+    async def conversation_messages(
+        self, conversation_id: str, *, before: int | None, limit: int
+    ) -> list[JsonValue]:
+        """A page of one conversation's messages, newest first."""
+        return await self.database.read(
+            console.conversation_messages, conversation_id, before=before, limit=limit
+        )
+
+    async def turns(self, **query: Any) -> Json:
+        """A page of turns (see ``console.turns_page``)."""
+        return await self.database.read(console.turns_page, **query)
+
+    async def timeline(self, turn_id: int) -> Json | None:
+        """One turn's journal, approvals and receipts; None when there is no such turn."""
+        return await self.database.read(console.timeline, turn_id)
+
+    async def approvals(self, *, pending: bool, before: str | None, limit: int) -> Json:
+        """Pending or decided approvals."""
+        return await self.database.read(
+            console.approvals_page, pending=pending, before=before, limit=limit
+        )
+
+    async def schedules(self, *, include_deleted: bool = False) -> list[Any]:
+        """Every schedule with its targets and latest runs."""
+        return await self.database.read(console.schedules_page, include_deleted=include_deleted)
+
+    async def schedule_runs(self, schedule_id: str, *, limit: int = 50) -> list[JsonValue]:
+        """One schedule's deliveries, newest first."""
+        return await self.database.read(console.schedule_runs_of, schedule_id, limit=limit)
+
+    async def people(self) -> Json:
+        """Paired users, pending codes, access changes and usage per person."""
+        return await self.database.read(console.people, now=utcnow())
+
+    async def usage(self, *, by: str, since: str) -> list[JsonValue]:
+        """Spend per user, conversation, platform, model or day since a UTC day."""
+        return await self.database.read(console.usage, by=by, since=since)
+
+    async def spend_today(self) -> Json:
+        """Today's spend per person and in all; the conversations' totals."""
+        return await self.database.read(console.spend_today, day=utcnow().strftime("%Y-%m-%d"))
+
+    async def totals(self) -> Json:
+        """Every model call's tokens and dollars summed."""
+        return await self.database.read(console.totals)
+
+    async def health(self) -> Json:
+        """Failures, recoveries and the oldest open turn, from the journal."""
+        return await self.database.read(console.health, now=utcnow())
+
+    # -- the audit log ------------------------------------------------------------------
+
+    async def audit(
+        self,
+        *,
+        query: str | None = None,
+        actor: str | None = None,
+        action: str | None = None,
+        before: int | None = None,
+        limit: int = 100,
+    ) -> list[AuditEntry]:
+        """A page of the audit log, newest first."""
+        return await self.database.read(
+            audit.page, query=query, actor=actor, action=action, before=before, limit=limit
+        )
+
+    async def audit_chunk(self, *, query: str | None, after: int) -> list[AuditEntry]:
+        """The export's next entries, oldest first."""
+        return await self.database.read(audit.chunk, query=query, after=after)
+
+    async def record(self, *, actor: str, action: str, **fields: Any) -> None:
+        """Append an entry (settings read at start, a console action ...)."""
+        await self.database.write(audit.append, actor=actor, action=action, **fields)
+
+    async def prune_audit(self, *, before: datetime) -> int:
+        """Remove audit entries older than ``before``."""
+        return await self.database.write(audit.prune, before=before)
+
+    # -- access -------------------------------------------------------------------------
+
+    async def refuse_pairing(self, code: str, *, actor: str) -> PairingRequest:
+        """Turn a pending pairing code down (``PairingRefused`` when it is not pending)."""
+        return await self.database.write(access.refuse, code, actor=actor)
+
+    # -- a person's data ----------------------------------------------------------------
+
+    async def export_person(self, user: str) -> Json:
+        """Everything held about ``user``."""
+        return await self.database.read(erasure.export, user, now=utcnow())
+
+    async def forget_person(self, user: str, *, actor: str) -> tuple[Json, list[str]]:
+        """Erase ``user``'s data; the receipt, and the stored files to remove."""
+        return await self.database.write(erasure.forget, user, actor=actor, now=utcnow())
+
+    async def expire_old(self, *, days: float, actor: str = "chatgate:retention") -> Json:
+        """The retention pass: the content of what is older than ``days`` goes, a few
+        hundred turns per transaction (the first pass over a large history is long, and the
+        database stays free for the turns that run meanwhile)."""
+        before = utcnow() - timedelta(days=days)
+        since = await self.database.write(
+            _retention_window, before=before, margin=timedelta(days=2)
+        )
+        turn_ids = await self.database.read(erasure.expirable_turns, before=before, since=since)
+        steps = 0
+        for start in range(0, len(turn_ids), 200):
+            steps += await self.database.write(erasure.expire_turns, turn_ids[start : start + 200])
+        return await self.database.write(
+            erasure.expire_messages, before=before, since=since, steps=steps, actor=actor
+        )
+
+    # -- schedules ----------------------------------------------------------------------
+
+    async def edit_schedule(
+        self,
+        schedule_id: str,
+        *,
+        prompt: str | None,
+        recurrence: tuple[str, str, str, datetime | None] | None,
+        next_run_at: datetime | None,
+        actor: str,
+    ) -> bool:
+        """Change a live schedule's prompt and/or timetable; False when it is not live."""
+        return await self.database.write(
+            _edit_schedule,
+            schedule_id,
+            prompt=prompt,
+            recurrence=recurrence,
+            next_run_at=next_run_at,
+            actor=actor,
+            now=utcnow(),
+        )
+
+    async def run_schedule_now(self, schedule_id: str, *, actor: str) -> list[int]:
+        """Queue one run now; the jobs to hand to the queue (none: no such schedule)."""
+        return await self.database.write(_run_now, schedule_id, actor=actor, now=utcnow())
