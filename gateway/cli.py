@@ -239,6 +239,65 @@ def pairing_revoke(user: str) -> None:
     )
 
 
+@app.command()
+def forget(
+    user: str = typer.Argument(..., help="the person, as platform:user_id (slack:U123)"),
+    export: str | None = typer.Option(
+        None, help="where the export goes first (default chatgate-export-USER-DATE.json)"
+    ),
+    yes: bool = typer.Option(False, "--yes", help="do not ask before erasing"),
+) -> None:
+    """Export everything chatgate holds about USER to a file, then erase it: messages become
+    a tombstone, memories and schedules go, the journal keeps counts and costs only. The
+    audit log keeps a receipt."""
+    import json
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    settings = _settings()
+    from agent_core.errors import StorageError
+    from agent_core.files.bucket import store_for
+    from agent_core.files.erasure import remove_files
+    from agent_core.storage.database import open_database
+    from agent_core.storage.operations import Operations
+
+    safe = "".join(c if c.isalnum() else "-" for c in user)
+    target = Path(export or f"chatgate-export-{safe}-{datetime.now(UTC):%Y%m%d-%H%M%S}.json")
+
+    async def exported() -> dict[str, Any]:
+        async with open_database(settings.database_url) as database:
+            return await Operations(database).export_person(user)
+
+    async def erased() -> dict[str, Any]:
+        async with open_database(settings.database_url) as database:
+            receipt, left = await Operations(database).forget_person(user, actor=_actor())
+        await remove_files(
+            blobs=[str(v) for v in left["blobs"]],  # type: ignore[union-attr]
+            uploads=[str(v) for v in left["uploads"]],  # type: ignore[union-attr]
+            conversations=[str(v) for v in left["conversations"]],  # type: ignore[union-attr]
+            store=store_for(settings),
+            state_dir=settings.state_dir.resolve(),
+        )
+        return receipt
+
+    try:
+        document = asyncio.run(exported())
+        target.write_text(json.dumps(document, ensure_ascii=False, indent=2))
+        target.chmod(0o600)
+        counts = {k: len(v) for k, v in document.items() if isinstance(v, list)}
+        typer.echo(
+            f"exported {counts['messages']} messages, {counts['memories']} memories and "
+            f"{counts['schedules']} schedules to {target}"
+        )
+        if not yes and not typer.confirm(f"Erase {user}'s data now? This cannot be undone"):
+            raise typer.Exit(1)
+        receipt = asyncio.run(erased())
+    except StorageError as exc:
+        typer.echo(f"chatgate: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"erased: {json.dumps(receipt)}")
+
+
 telegram = typer.Typer(help="Register or remove the Telegram webhook.", no_args_is_help=True)
 app.add_typer(telegram, name="telegram")
 

@@ -26,6 +26,7 @@ from agent_core.errors import (
     PairingRefused,
     ScheduleActionError,
 )
+from agent_core.files.erasure import remove_files
 from agent_core.records import ApprovalDecision
 from agent_core.scheduling.recurrence import Recurrence, ScheduleError, parse_recurrence
 from gateway.inbound import refusal
@@ -452,15 +453,24 @@ async def forget(request: web.Request) -> web.Response:
 
 
 async def forget_person(runtime: Runtime, user: str, *, actor: str) -> dict[str, Any]:
-    """Erase ``user``'s data and the stored files only they had sent."""
-    receipt, files = await runtime.operations.forget_person(user, actor=actor)
-    for sha256 in files:
-        try:
-            await runtime.files.remove(sha256)
-        except Exception:
-            log.exception("removing an erased person's file failed", sha256=sha256)
+    """Erase ``user``'s data, and the files only they had sent."""
+    receipt, left = await runtime.operations.forget_person(user, actor=actor)
+    try:
+        await remove_files(
+            blobs=_names(left.get("blobs")),
+            uploads=_names(left.get("uploads")),
+            conversations=_names(left.get("conversations")),
+            store=runtime.files,
+            state_dir=runtime.settings.state_dir.resolve(),
+        )
+    except Exception:
+        log.exception("removing an erased person's files failed", user=user)
     log.info("person erased", user=user, actor=actor, messages=receipt.get("messages"))
     return receipt
+
+
+def _names(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 # -- usage, audit, health --------------------------------------------------------------------

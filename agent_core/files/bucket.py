@@ -168,6 +168,14 @@ class BucketBlobs:
         """An upload's bytes (``FileNotFoundError`` when there is none)."""
         return await asyncio.to_thread(self._get, self._key("uploads", upload_id))
 
+    async def remove_upload(self, upload_id: str) -> bool:
+        """Delete one upload now (a person's data erased); False when it was gone."""
+        key = self._key("uploads", upload_id)
+        if not await asyncio.to_thread(self._exists, key):
+            return False
+        await asyncio.to_thread(self._s3().delete_object, Bucket=self._where.bucket, Key=key)
+        return True
+
     async def sweep_uploads(self, older_than: float) -> int:
         """Delete uploads older than ``older_than`` seconds."""
         return await asyncio.to_thread(self._sweep, "uploads", set(), older_than)

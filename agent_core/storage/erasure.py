@@ -266,10 +266,11 @@ def _strip_steps(conn: Connection, turn_ids: Sequence[int], reason: str) -> int:
     return count
 
 
-def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[Json, list[str]]:
+def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[Json, Json]:
     """Erase ``user``'s data (see the module's text). Returns the receipt (also written to
-    the audit log) and the stored files no one else's message refers to any more, for the
-    caller to remove from the file store."""
+    the audit log) and the files outside the database for the caller to remove: ``blobs``
+    (stored files no one else's message refers to any more), ``uploads`` (web uploads by
+    id) and ``conversations`` (whose sandbox inboxes may hold copies of those blobs)."""
     turn_ids = _their_turns(conn, user)
     # What still waits or runs for them stops: its content is about to go.
     ended_turns = 0
@@ -304,6 +305,7 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
     message_ids = sorted(set(message_ids))
     touched: set[str] = set()
     hashes: set[str] = set()
+    uploads: set[str] = set()
     for chunk in _chunks(message_ids):
         touched.update(
             conn.execute(
@@ -313,13 +315,15 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
         conn.execute(
             update(messages).where(messages.c.id.in_(chunk)).values(text=ERASED, payload=None)
         )
-        hashes.update(
-            h
-            for h in conn.execute(
-                select(attachments.c.sha256).where(attachments.c.message_id.in_(chunk))
-            ).scalars()
-            if h
-        )
+        for sha256, file_id, platform in conn.execute(
+            select(attachments.c.sha256, attachments.c.platform_file_id, conversations.c.platform)
+            .join(conversations, conversations.c.id == attachments.c.conversation_id)
+            .where(attachments.c.message_id.in_(chunk))
+        ).all():
+            if sha256:
+                hashes.add(sha256)
+            if file_id and platform == "web":
+                uploads.add(file_id)
         conn.execute(
             update(attachments)
             .where(attachments.c.message_id.in_(chunk))
@@ -391,7 +395,12 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
         "cancelled_approvals": int(cancelled or 0),
     }
     audit.append(conn, actor=actor, action="person.erase", subject=user, detail=receipt, now=now)
-    return receipt, sorted(hashes - still)
+    leftovers: Json = {
+        "blobs": list[JsonValue](sorted(hashes - still)),
+        "uploads": list[JsonValue](sorted(uploads)),
+        "conversations": list[JsonValue](sorted(touched)),
+    }
+    return receipt, leftovers
 
 
 # -- retention -------------------------------------------------------------------------------

@@ -221,8 +221,8 @@ class Operations:
         """Everything held about ``user``."""
         return await self.database.read(erasure.export, user, now=utcnow())
 
-    async def forget_person(self, user: str, *, actor: str) -> tuple[Json, list[str]]:
-        """Erase ``user``'s data; the receipt, and the stored files to remove."""
+    async def forget_person(self, user: str, *, actor: str) -> tuple[Json, Json]:
+        """Erase ``user``'s data; the receipt, and the files to remove."""
         return await self.database.write(erasure.forget, user, actor=actor, now=utcnow())
 
     async def expire_old(self, *, days: float, actor: str = "chatgate:retention") -> Json:

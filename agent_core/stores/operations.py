@@ -126,8 +126,9 @@ class OperatorStore(Protocol):
         """Everything held about ``user``."""
         ...
 
-    async def forget_person(self, user: str, *, actor: str) -> tuple[Json, list[str]]:
-        """Erase ``user``'s data: the receipt, and the stored files now nobody's."""
+    async def forget_person(self, user: str, *, actor: str) -> tuple[Json, Json]:
+        """Erase ``user``'s data: the receipt, and the files to remove (``blobs``,
+        ``uploads``, ``conversations``: see ``agent_core.files.erasure``)."""
         ...
 
     async def expire_old(self, *, days: float, actor: str = "chatgate:retention") -> Json:

@@ -116,7 +116,9 @@ async def test_bad_console_input_gets_a_400_not_a_500(
         "/api/console/forget", data=deep, headers={"Content-Type": "application/json"}
     )
     assert response.status in (400, 413)
-    assert (await client.post("/api/console/approvals/ap_000000", json={"decision": "approve"})).status == 404
+    assert (
+        await client.post("/api/console/approvals/ap_000000", json={"decision": "approve"})
+    ).status == 404
 
 
 async def test_a_turn_is_found_by_a_word_decided_from_the_console_and_its_timeline_shows_it(
