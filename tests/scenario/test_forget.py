@@ -143,8 +143,9 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
     database = Database(database_url)
     try:
         before = set(await database.read(_holding, NEEDLE))
-        assert {"messages.text", "memories.fact", "schedules.prompt", "turn_steps.input",
-                "turn_steps.output", "approvals.arguments", "attachments.name"} <= before  # fmt: skip
+        everywhere = {"messages.text", "memories.fact", "schedules.prompt", "turn_steps.input",
+                      "turn_steps.output", "approvals.arguments", "attachments.name"}  # fmt: skip
+        assert everywhere <= before
         usage = await (await client.get("/api/console/usage?by=user")).json()
         exported = await client.get("/api/console/export?user=web:alice")
         assert exported.status == 200
