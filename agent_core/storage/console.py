@@ -386,6 +386,13 @@ def _step(step: Any, asked: dict[int, Json]) -> Json:
             # A call a crash cut off: the person was asked whether to run it again.
             recovery=asked.get(int(step.seq)),
         )
+    elif step.kind == "approval":
+        asking = asked.get(int(step.seq))
+        item.update(
+            tool=asking["tool"] if asking else None,
+            arguments=asking["arguments"] if asking else None,
+            approval=asking,
+        )
     else:
         item.update(input=step.input, output=step.output)
     return item

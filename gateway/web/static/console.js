@@ -21,6 +21,11 @@ function h(tag, attrs = {}, ...children) {
   return node;
 }
 
+// The page's content: nodes, lists of nodes, text ("" and null are nothing).
+function show(...nodes) {
+  view.replaceChildren(...nodes.flat(2).filter((node) => node !== "" && node !== null && node !== undefined));
+}
+
 function setStatus(text, error = false) {
   statusLine.textContent = text || "";
   statusLine.className = error ? "error" : "";
@@ -109,7 +114,7 @@ async function conversations(params) {
       h("td", {}, c.channel + (c.thread ? " › " + c.thread : ""), h("div", { class: "snippet" }, c.snippet || "")),
       h("td", { class: "num" }, c.turns),
       h("td", {}, when(c.updated_at))));
-  view.replaceChildren(form, table(["Platform", "Conversation", "Turns", "Last activity"], rows), nextLink(page.next, "#/conversations", query));
+  show(form, table(["Platform", "Conversation", "Turns", "Last activity"], rows), nextLink(page.next, "#/conversations", query));
   if (!rows.length) view.append(h("p", {}, query ? "No message holds that." : "No conversations yet."));
 }
 
@@ -124,7 +129,7 @@ async function conversation(id) {
   const turnsPage = await api("/api/console/turns?conversation=" + encodeURIComponent(id) + "&limit=100");
   const said = await api("/api/console/conversations/" + encodeURIComponent(id) + "/messages?limit=100");
   title("Conversation " + id);
-  view.replaceChildren(
+  show(
     h("h3", {}, "Turns"),
     turnsTable(turnsPage.items),
     h("h3", {}, "Messages (newest first)"),
@@ -159,7 +164,7 @@ async function turnsList(params) {
     if (user.value) chosen.set("user", user.value);
     location.hash = "#/turns?" + chosen;
   });
-  view.replaceChildren(form, turnsTable(page.items), page.next ? h("p", {}, h("a", { href: "#/turns?before=" + page.next }, "Older →")) : "");
+  show(form, turnsTable(page.items), page.next ? h("p", {}, h("a", { href: "#/turns?before=" + page.next }, "Older →")) : "");
 }
 
 function approvalLine(approval, label) {
@@ -191,6 +196,12 @@ function stepView(step) {
       h("div", {}, "Arguments"), json(step.arguments ?? {}),
       h("div", {}, "Result" + (step.truncated ? " (first 4,000 characters)" : "")), json(step.result ?? ""));
   }
+  if (step.kind === "approval") {
+    return h("div", { class: "step approval" },
+      h("h3", {}, `Approval for ${step.tool || "?"} (step ${step.seq})`, " ", badge(step.approval ? step.approval.status : step.status)),
+      approvalLine(step.approval, "Asked of " + (step.approval ? [step.approval.requested_by, ...step.approval.approvers].join(", ") + ", admins" : "?")),
+      step.arguments ? json(step.arguments) : "");
+  }
   return h("div", { class: "step " + step.kind },
     h("h3", {}, `${step.kind} (step ${step.seq})`, " ", badge(step.status)),
     h("div", { class: "meta" }, took.replace(" · ", "")),
@@ -200,7 +211,7 @@ function stepView(step) {
 async function turnView(id) {
   const turn = await api("/api/console/turns/" + encodeURIComponent(id));
   title("Turn " + turn.id);
-  const facts = h("dl", { class: "facts" },
+  const facts = h("dl", { class: "facts" }, [
     ["Conversation", h("a", { href: "#/conversation/" + turn.conversation_id }, `${turn.platform} ${turn.channel}`)],
     ["Person", turn.user], ["Status", badge(turn.status)], ["Attempts", String(turn.attempts)],
     ["Lane", turn.lane], ["Created", when(turn.created_at)], ["Finished", when(turn.finished_at)],
@@ -211,7 +222,7 @@ async function turnView(id) {
     h("li", { class: "receipt" }, `${m.role}: `, m.text.length > 200 ? m.text.slice(0, 200) + "…" : m.text,
       m.receipt ? h("span", { class: "meta" }, ` · delivered as ${m.receipt} `) : "",
       m.link ? h("a", { href: m.link, target: "_blank", rel: "noopener noreferrer" }, "open in " + turn.platform) : ""));
-  view.replaceChildren(
+  show(
     facts,
     turn.prompt ? h("div", {}, h("h3", {}, "Prompt"), json(turn.prompt)) : "",
     h("h3", {}, "Timeline"),
@@ -228,7 +239,7 @@ async function approvals() {
   const pending = await api("/api/console/approvals?state=pending");
   const decided = await api("/api/console/approvals?state=decided&limit=50");
   const decide = (a, decision) => () => action(`${decision} ${a.id}`, () => api("/api/console/approvals/" + a.id, { body: { decision } }));
-  view.replaceChildren(
+  show(
     h("h3", {}, `Waiting (${pending.items.length})`),
     table(["Asked", "Tool", "Arguments", "By", "Where", ""], pending.items.map((a) =>
       h("tr", { class: "pending-approval", "data-id": a.id },
@@ -287,7 +298,7 @@ async function schedules() {
     if (zone.value) body.timezone = zone.value;
     action("create schedule", () => api("/api/console/schedules", { body }));
   });
-  view.replaceChildren(h("h3", {}, "New schedule"), form, cards.length ? cards : h("p", {}, "No schedules."));
+  show(h("h3", {}, "New schedule"), form, cards.length ? cards : h("p", {}, "No schedules."));
 }
 
 // -- people ----------------------------------------------------------------------------------
@@ -310,7 +321,7 @@ async function people() {
     });
   } }, "Erase their data");
   const allUsers = new Set([...found.paired.map((p) => p.user), ...Object.keys(found.usage)]);
-  view.replaceChildren(
+  show(
     h("p", {}, `Access mode: ${found.access}. Admins: ${found.admins.join(", ") || "none"}. Always allowed: ${found.allow.join(", ") || "none"}.`),
     h("h3", {}, `Waiting to be let in (${found.pending.length})`),
     table(["Code", "Who", "Platform", "Asked", ""], found.pending.map((p) =>
@@ -390,7 +401,7 @@ async function usageView(params) {
     if (name === "conversation_usd") return today.conversations.map((c) => [`${c.conversation_id} (${money(limit)})`, c.cost_usd, limit]);
     return [[`${name}: ${limit} per turn`, 0, limit]];
   });
-  view.replaceChildren(
+  show(
     form,
     h("p", {}, `All time: ${found.totals.model_calls} model calls, ${found.totals.prompt_tokens + found.totals.completion_tokens} tokens, ${money(found.totals.cost_usd)}.`),
     h("h3", {}, "Dollars"), barChart(found.items, (i) => i.cost_usd, "Dollars " + by),
@@ -419,7 +430,7 @@ async function audit(params) {
     event.preventDefault();
     location.hash = "#/audit" + (search.value ? "?q=" + encodeURIComponent(search.value) : "");
   });
-  view.replaceChildren(form,
+  show(form,
     table(["When", "Who", "Did", "On", "Detail"], page.items.map((e) =>
       h("tr", { class: "audit" }, h("td", {}, when(e.at)), h("td", {}, e.actor), h("td", {}, e.action),
         h("td", {}, e.subject || "", e.turn_id ? h("a", { href: "#/turn/" + e.turn_id }, ` (turn ${e.turn_id})`) : ""),
@@ -433,7 +444,7 @@ async function health() {
   title("Health");
   const found = await api("/api/console/health");
   const mb = (bytes) => (bytes / 1048576).toFixed(1) + " MiB";
-  view.replaceChildren(
+  show(
     h("h3", {}, "Platforms"),
     table(["Platform", "Connected", "Last event", "Deaf since", "Reason"], Object.entries(found.platforms).map(([name, p]) =>
       h("tr", {}, h("td", {}, name), h("td", {}, p.connected ? "yes" : "no"), h("td", {}, when(p.last_event_at)), h("td", {}, when(p.deaf_since)), h("td", {}, p.reason || "")))),
