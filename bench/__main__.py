@@ -20,6 +20,8 @@
    PostgreSQL.
 8. The sandbox (``bench/sandbox.py``): one ``run_command`` through bwrap vs through the
    unconfined subprocess (bar: under 50 ms).
+9. The operator console (``bench/console.py``): each page's answer time over 100,000 turns
+   vs 1,000, on SQLite and PostgreSQL (bar: under a second).
 
 The machine is shared and noisy: each figure is a median of several runs, and the ratios
 matter more than the absolute numbers.
@@ -37,6 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.console import bench_console
 from bench.context import bench_context
 from bench.ladder import bench_ladder
 from bench.measure import cpu_and_peak
@@ -224,6 +227,7 @@ def main() -> None:
     bench_context()
     bench_scale(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_sandbox()
+    bench_console(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
 
 
 if __name__ == "__main__":
