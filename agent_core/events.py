@@ -114,6 +114,8 @@ ButtonAction: TypeAlias = Literal[
     "delete",
     # A reply shown as it is written: stop its turn (``value`` is the turn's id).
     "stop",
+    # ``forget me``'s confirmation: ``value`` says erase or keep, for whom, asked when.
+    "forget",
 ]
 
 

@@ -133,6 +133,40 @@ class JobsListing:
         return listing
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Choice:
+    """One button of a question chatgate asks (``forget me``'s confirmation): its label,
+    the action a press is, and the value the press carries."""
+
+    label: str
+    action: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Choices:
+    """A message payload with buttons that answer it, which every platform draws natively
+    (Slack blocks, a Telegram inline keyboard, Discord components, web chat buttons)."""
+
+    choices: tuple[Choice, ...] = ()
+
+    def to_payload(self) -> dict[str, JsonValue]:
+        """The message payload (``{"choices": [...]}``)."""
+        dumped: dict[str, JsonValue] = _choices().dump_python(self, mode="json")
+        return dumped
+
+    @staticmethod
+    def from_payload(payload: Mapping[str, Any] | None) -> Choices | None:
+        """The buttons a message payload holds; None when it holds none."""
+        if payload is None or "choices" not in payload:
+            return None
+        try:
+            found: Choices = _choices().validate_python(dict(payload))
+        except ValidationError:
+            return None
+        return found
+
+
 def item_json(item: ScheduleItem) -> dict[str, JsonValue]:
     """One schedule as JSON (the web API's answer to a schedule action)."""
     dumped: dict[str, JsonValue] = _item().dump_python(item, mode="json")
@@ -152,3 +186,8 @@ def _listing() -> TypeAdapter[JobsListing]:
 @functools.cache
 def _item() -> TypeAdapter[ScheduleItem]:
     return TypeAdapter(ScheduleItem)
+
+
+@functools.cache
+def _choices() -> TypeAdapter[Choices]:
+    return TypeAdapter(Choices)

@@ -10,10 +10,11 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
+from agent_core import forget_me
 from agent_core.budgets import BudgetLimits
 from agent_core.commands import ParsedCommand
 from agent_core.errors import ScheduleActionError
-from agent_core.events import InboundMessage
+from agent_core.events import InboundMessage, utcnow
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.journaled import JobsListing, RunItem, ScheduleItem
 from agent_core.records import Accepted, BusyMode, RunRecord, ScheduleRecord
@@ -72,6 +73,9 @@ class ChatCommands:
                 await self._gate.tell(event, accepted, SCHEDULE_HOW)
             case "busy":
                 await self._gate.tell(event, accepted, await self._busy(command.args, accepted))
+            case "forget":
+                text, payload = forget_me.question(event.user, now=utcnow())
+                await self._gate.tell(event, accepted, text, payload=payload)
 
     async def _busy(self, args: str, accepted: Accepted) -> str:
         """``/busy``: what a message sent while a turn runs does here; ``/busy MODE`` sets
@@ -199,6 +203,7 @@ HELP = """Commands:
 /busy [MODE]: what a message sent while the agent works does here (queue, steer, interrupt, collect)
 /usage: turns, model calls and tokens in this conversation
 /approve ID, /deny ID: decide a pending approval (or press its buttons)
+forget me: erase everything chatgate holds about you (asks first, with buttons)
 Ask in words to schedule something ("every weekday at 9, summarise ...")."""
 SCHEDULE_HOW = (
     'Ask me in words, e.g. "every weekday at 9:00, summarise the open incidents" or "in 2 '

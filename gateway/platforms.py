@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from aiohttp import web
 from adapters.base import ChatAdapter, GatewayHooks, Hearing, NotStoredInTime, Refuse
 from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
+from agent_core import forget_me
 from agent_core.errors import ApprovalError, ScheduleActionError
 from agent_core.events import (
     ButtonAction,
@@ -27,10 +28,12 @@ from agent_core.events import (
     Edit,
     InboundMessage,
     Platform,
+    utcnow,
 )
 from agent_core.faults import FaultPoints
 from agent_core.records import Accepted, ApprovalDecision
 from agent_core.scheduling.service import ScheduleAction
+from gateway.console import forget_person
 from gateway.inbound import refusal
 from gateway.routes import PLATFORM_HEARING, add_platform_check
 from gateway.runtime import RUNTIME, Runtime
@@ -126,6 +129,9 @@ class Sink:
             if refused is not None:
                 await tell(refused)
             return
+        if press.action == "forget":
+            await self._forget(runtime, press, tell)
+            return
         if press.approval_id:
             decision = _DECISIONS.get(press.action)
             if decision is None:
@@ -164,6 +170,30 @@ class Sink:
                     text=text,
                     payload=payload,
                     idempotency_key=f"{press.platform_event_id}:listing",
+                )
+            )
+
+    async def _forget(
+        self, runtime: Runtime, press: ButtonPress, tell: Callable[[str], Awaitable[None]]
+    ) -> None:
+        """``forget me``'s confirmation pressed: erase the presser (who must be the one who
+        asked), or keep; the question is edited to say which."""
+        meant = forget_me.answer(press.value or "", user=press.user, now=utcnow())
+        if meant not in ("erase", "keep"):
+            await tell(meant)
+            return
+        if meant == "keep":
+            text = "Kept: nothing was erased."
+        else:
+            receipt = await forget_person(runtime, press.user, actor=press.user)
+            text = forget_me.receipt_text(receipt)
+        if press.message is not None:
+            await self._adapters[press.platform].sender.edit(
+                Edit(
+                    message=press.message,
+                    text=text,
+                    payload=None,
+                    idempotency_key=f"{press.platform_event_id}:forget",
                 )
             )
 

@@ -34,7 +34,7 @@ from agent_core.events import (
 DM = "@me"
 # A button's custom_id (at most 100 characters): who it is for, what it does, to what.
 CUSTOM_ID = re.compile(
-    r"cg:(?P<kind>ap|job|turn):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})"
+    r"cg:(?P<kind>ap|job|turn|ask):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})"
 )
 ACTIONS: dict[str, ButtonAction] = {
     "approve": "approve",
@@ -43,7 +43,9 @@ ACTIONS: dict[str, ButtonAction] = {
 }
 JOB_ACTIONS: dict[str, ButtonAction] = {"pause": "pause", "resume": "resume", "delete": "delete"}
 TURN_ACTIONS: dict[str, ButtonAction] = {"stop": "stop"}
-_KINDS = {"ap": ACTIONS, "job": JOB_ACTIONS, "turn": TURN_ACTIONS}
+# Buttons that answer a question chatgate asked (``forget me``'s confirmation).
+CHOICE_ACTIONS: dict[str, ButtonAction] = {"forget": "forget"}
+_KINDS = {"ap": ACTIONS, "job": JOB_ACTIONS, "turn": TURN_ACTIONS, "ask": CHOICE_ACTIONS}
 # Default (0) and reply (19) are people writing; joins, pins, thread starts ... are not.
 _PERSON_TYPES = frozenset({0, 19})
 # Thread channel types: announcement, public and private threads.

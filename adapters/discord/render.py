@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from adapters.discord.parse import CUSTOM_ID
 from agent_core.approval_text import for_prompt
 from agent_core.events import ApprovalPrompt
-from agent_core.journaled import ScheduleItem
+from agent_core.journaled import Choice, ScheduleItem
 
 if TYPE_CHECKING:
     import discord
@@ -140,4 +140,16 @@ def jobs_view(jobs: Sequence[ScheduleItem]) -> discord.ui.View | None:
         target = job.id
         for action, label in _JOB_BUTTONS.get(job.status, ()):
             view.add_item(button("job", action, target, label=f"{label} {target}"))
+    return view if view.children else None
+
+
+def choices_view(choices: Sequence[Choice]) -> discord.ui.View | None:
+    """A question's answers, one button each (the first is the primary one)."""
+    from discord import ui
+
+    button = _dynamic_button()
+    view = ui.View(timeout=None)
+    for index, choice in enumerate(choices[:5]):
+        style = "danger" if index == 0 else "secondary"
+        view.add_item(button("ask", choice.action, choice.value, label=choice.label, style=style))
     return view if view.children else None

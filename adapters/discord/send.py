@@ -11,6 +11,7 @@ from adapters.chunking import DISCORD_LIMIT, split_message
 from adapters.discord.render import (
     approval_content,
     approval_view,
+    choices_view,
     jobs_view,
     nonce,
     stop_view,
@@ -21,7 +22,7 @@ from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.files.fetching import FileUnavailable
-from agent_core.journaled import JobsListing
+from agent_core.journaled import Choices, JobsListing
 from agent_core.records import AttachmentRecord, TurnState
 
 if TYPE_CHECKING:
@@ -41,9 +42,12 @@ def _delivered() -> Iterator[None]:
 
 
 def _payload_view(payload: Mapping[str, Any] | None) -> discord.ui.View | None:
-    """A ``jobs`` listing's buttons, when the payload holds one."""
+    """A ``jobs`` listing's buttons, or a question's, when the payload holds one."""
     listing = JobsListing.from_payload(payload)
-    return jobs_view(listing.jobs) if listing is not None else None
+    if listing is not None:
+        return jobs_view(listing.jobs)
+    choices = Choices.from_payload(payload)
+    return choices_view(choices.choices) if choices is not None else None
 
 
 REACTIONS: dict[TurnState, str] = {

@@ -43,6 +43,15 @@ JOB_ACTIONS: dict[str, ButtonAction] = {
     "chatgate_job_resume": "resume",
     "chatgate_job_delete": "delete",
 }
+# Buttons that answer a question chatgate asked (``forget me``'s confirmation): action ids
+# ``chatgate_choice:ACTION:INDEX`` (unique within their block).
+CHOICE_ACTIONS: dict[str, ButtonAction] = {"forget": "forget"}
+
+
+def choice_action(action_id: object) -> ButtonAction | None:
+    """The action of a question's button, by its action id (None: not one)."""
+    prefix, _, rest = str(action_id).partition(":")
+    return CHOICE_ACTIONS.get(rest.partition(":")[0]) if prefix == "chatgate_choice" else None
 
 
 def user_id(slack_user: str) -> str:
@@ -140,7 +149,8 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
     if not isinstance(action, Mapping):
         return None
     action_id = action.get("action_id")
-    if action_id not in ACTIONS and action_id not in JOB_ACTIONS:
+    chosen = choice_action(action_id)
+    if action_id not in ACTIONS and action_id not in JOB_ACTIONS and chosen is None:
         return None
     value = str(action.get("value") or "")
     if not isinstance(team, Mapping) or not isinstance(channel, Mapping):
@@ -160,7 +170,7 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
         thread=key.thread,
         user=user_id(str(user.get("id"))),
         approval_id=value if action_id in ACTIONS else None,
-        action=ACTIONS.get(str(action_id)) or JOB_ACTIONS[str(action_id)],
+        action=ACTIONS.get(str(action_id)) or JOB_ACTIONS.get(str(action_id)) or chosen,  # type: ignore[arg-type]
         value=value,
         message=MessageRef(conversation=key, message_id=str(ts)) if ts else None,
         # The presser's own team (a Slack Connect guest's is not the channel's).

@@ -9,7 +9,7 @@ from adapters.markdown import escape_slack
 from adapters.slack.parse import bare_user
 from agent_core.approval_text import for_prompt
 from agent_core.events import ApprovalPrompt
-from agent_core.journaled import ScheduleItem
+from agent_core.journaled import Choice, ScheduleItem
 
 # Slack allows 50 blocks a message: a title and up to three blocks per schedule.
 _MAX_JOBS = 16
@@ -122,3 +122,24 @@ def jobs_blocks(text: str, jobs: Sequence[ScheduleItem]) -> list[dict[str, Any]]
                 }
             )
     return blocks
+
+
+def choices_blocks(text: str, choices: Sequence[Choice]) -> list[dict[str, Any]]:
+    """A question and its answers as Block Kit (each answer's value in its button)."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": escape_slack(text)[:_SECTION]}},
+        {
+            "type": "actions",
+            "block_id": "choices",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": f"chatgate_choice:{choice.action}:{index}",
+                    "text": {"type": "plain_text", "text": choice.label[:75]},
+                    "value": choice.value,
+                    **({"style": "danger"} if index == 0 else {}),
+                }
+                for index, choice in enumerate(choices[:5])
+            ],
+        },
+    ]

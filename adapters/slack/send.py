@@ -19,13 +19,13 @@ from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.downloads import check_host, download, host_of
 from adapters.markdown import escape_slack, to_slack_mrkdwn
 from adapters.slack.parse import bare_user
-from adapters.slack.render import approval_blocks, jobs_blocks
+from adapters.slack.render import approval_blocks, choices_blocks, jobs_blocks
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileUnavailable
-from agent_core.journaled import JobsListing
+from agent_core.journaled import Choices, JobsListing
 from agent_core.records import AttachmentRecord, TurnState
 
 log = structlog.get_logger("chatgate.slack")
@@ -175,6 +175,13 @@ class SlackSender:
                 {
                     "text": escape_slack(reply.text)[:SLACK_LIMIT],
                     "blocks": jobs_blocks(reply.text, listing.jobs),
+                }
+            ]
+        elif (choices := Choices.from_payload(reply.payload)) is not None:
+            messages = [
+                {
+                    "text": escape_slack(reply.text)[:SLACK_LIMIT],
+                    "blocks": choices_blocks(reply.text, choices.choices),
                 }
             ]
         else:

@@ -33,6 +33,8 @@ from agent_core.events import (
 ACTIONS: dict[str, ButtonAction] = {"ap": "approve", "ac": "allow_conversation", "dn": "deny"}
 JOB_ACTIONS: dict[str, ButtonAction] = {"jp": "pause", "jr": "resume", "jd": "delete"}
 TURN_ACTIONS: dict[str, ButtonAction] = {"st": "stop"}
+# Buttons that answer a question chatgate asked (``forget me``'s confirmation).
+CHOICE_ACTIONS: dict[str, ButtonAction] = {"fg": "forget"}
 # What the gateway asks Telegram for (webhook and getUpdates alike).
 ALLOWED_UPDATES = ("message", "callback_query")
 
@@ -111,7 +113,12 @@ def _callback(update_id: int, callback: Mapping[str, Any], bot: BotIdentity) -> 
     if not isinstance(sender, Mapping) or "id" not in sender or not isinstance(query_id, str):
         raise BadRequest("a callback_query needs 'id' and 'from'")
     verb, _, value = str(callback.get("data") or "").partition(":")
-    action = ACTIONS.get(verb) or JOB_ACTIONS.get(verb) or TURN_ACTIONS.get(verb)
+    action = (
+        ACTIONS.get(verb)
+        or JOB_ACTIONS.get(verb)
+        or TURN_ACTIONS.get(verb)
+        or CHOICE_ACTIONS.get(verb)
+    )
     message = callback.get("message")
     if action is None or not value or not isinstance(message, Mapping):
         return None  # not our button, or on a message too old to be shown

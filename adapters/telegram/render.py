@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from adapters.telegram.parse import CHOICE_ACTIONS
 from agent_core.approval_text import for_prompt
 from agent_core.events import ApprovalPrompt
-from agent_core.journaled import ScheduleItem
+from agent_core.journaled import Choice, ScheduleItem
 
 if TYPE_CHECKING:
     from telegram import InlineKeyboardMarkup
@@ -93,3 +94,18 @@ def jobs_keyboard(jobs: Sequence[ScheduleItem]) -> InlineKeyboardMarkup | None:
                 ]
             )
     return InlineKeyboardMarkup(rows) if rows else None
+
+
+def choices_keyboard(choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
+    """A question's answers, side by side."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    verbs = {action: verb for verb, action in CHOICE_ACTIONS.items()}
+    row = [
+        InlineKeyboardButton(
+            choice.label, callback_data=callback_data(verbs[choice.action], choice.value)
+        )
+        for choice in choices[:4]
+        if choice.action in verbs
+    ]
+    return InlineKeyboardMarkup([row]) if row else None

@@ -18,6 +18,7 @@ from adapters.telegram.parse import BotIdentity
 from adapters.telegram.render import (
     approval_keyboard,
     approval_text,
+    choices_keyboard,
     jobs_keyboard,
     stop_keyboard,
 )
@@ -26,7 +27,7 @@ from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFile, Reply
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileUnavailable
-from agent_core.journaled import JobsListing
+from agent_core.journaled import Choices, JobsListing
 from agent_core.records import AttachmentRecord, TurnState
 
 if TYPE_CHECKING:
@@ -52,9 +53,12 @@ _ALERT_LIMIT = 200
 
 
 def _listing_keyboard(payload: Mapping[str, Any] | None) -> InlineKeyboardMarkup | None:
-    """A ``jobs`` listing's buttons, when the payload holds one."""
+    """A ``jobs`` listing's buttons, or a question's, when the payload holds one."""
     listing = JobsListing.from_payload(payload)
-    return jobs_keyboard(listing.jobs) if listing is not None else None
+    if listing is not None:
+        return jobs_keyboard(listing.jobs)
+    choices = Choices.from_payload(payload)
+    return choices_keyboard(choices.choices) if choices is not None else None
 
 
 def retry_seconds(error: Any) -> float:

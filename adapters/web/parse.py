@@ -86,6 +86,19 @@ def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
     return cast(ApprovalDecision, decision), f"web:{user}"
 
 
+def parse_choice(body: object) -> tuple[str, str]:
+    """A ``POST /api/choices/{id}`` body: the pressed button's value and the web user."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    value = body.get("value")
+    if not isinstance(value, str) or not 0 < len(value) <= 64:
+        raise BadRequest("'value' must be the pressed button's value")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    return value, f"web:{user}"
+
+
 def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
     """A ``POST /api/schedules/{id}`` body: the action, the web user, and the ``jobs``
     listing (message id) the button was on, whose state is refreshed."""

@@ -24,6 +24,8 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
         item["files"] = list(message.files)
     if isinstance(message.payload, dict) and isinstance(message.payload.get("jobs"), list):
         item["jobs"] = message.payload["jobs"]
+    if isinstance(message.payload, dict) and isinstance(message.payload.get("choices"), list):
+        item["choices"] = message.payload["choices"]
     sent = message.payload.get("file") if isinstance(message.payload, dict) else None
     if isinstance(sent, dict) and str(sent.get("receipt", "")).startswith("web-file:"):
         item["file"] = {

@@ -20,10 +20,16 @@ from adapters.web.auth import (
     check_token,
     session_value,
 )
-from adapters.web.parse import parse_decision, parse_message, parse_schedule_action
+from adapters.web.parse import (
+    parse_choice,
+    parse_decision,
+    parse_message,
+    parse_schedule_action,
+)
 from adapters.web.render import approval_item, conversation_item, message_item
 from adapters.web.send import WEB_FILE, Draft
 from adapters.web.uploads import UploadTooLarge
+from agent_core import forget_me
 from agent_core.errors import (
     AlreadyDecided,
     ApprovalNotFound,
@@ -32,8 +38,10 @@ from agent_core.errors import (
     PairingRefused,
     ScheduleNotFound,
 )
-from agent_core.journaled import item_json
+from agent_core.events import utcnow
+from agent_core.journaled import Choices, item_json
 from agent_core.records import ConversationRecord
+from gateway.console import forget_person
 from gateway.inbound import refusal
 from gateway.routes import Handler, read_json
 from gateway.runtime import RUNTIME
@@ -285,6 +293,47 @@ async def change_schedule(request: web.Request) -> web.Response:
     return web.json_response(item_json(runtime.commands.schedule_item(changed)))
 
 
+async def answer_choice(request: web.Request) -> web.Response:
+    """A press of a question's button (``forget me``'s confirmation) in a web
+    conversation: ``{"value": V, "user": USER?}``; 200 with the text that replaces the
+    question; 403 when this user may not answer it; 404 when there is no such question."""
+    runtime = request.app[RUNTIME]
+    body = await read_json(request)
+    try:
+        value, user = parse_choice(body)
+    except BadRequest as exc:
+        return json_error(400, str(exc))
+    try:
+        message_id = int(request.match_info["id"])
+    except ValueError:
+        return json_error(404, "no such question")
+    message = await runtime.store.message(message_id) if message_id < 2**63 else None
+    asked = (
+        Choices.from_payload(message.payload)
+        if message and isinstance(message.payload, dict)
+        else None
+    )
+    conversation = await runtime.store.conversation(message.conversation_id) if message else None
+    if (
+        message is None
+        or asked is None
+        or conversation is None
+        or conversation.key.platform != "web"
+        or value not in {choice.value for choice in asked.choices}
+    ):
+        return json_error(404, "no such question")
+    meant = forget_me.answer(value, user=user, now=utcnow())
+    if meant not in ("erase", "keep"):
+        return json_error(403, meant)
+    if meant == "keep":
+        text = "Kept: nothing was erased."
+    else:
+        text = forget_me.receipt_text(await forget_person(runtime, user, actor=user))
+    await runtime.store.rewrite_note(message_id, text, None)
+    runtime.hub.publish(conversation.key)
+    return web.json_response({"text": text})
+
+
 async def pairing_state(request: web.Request) -> web.Response:
     """Pending pairing codes and paired users (the web user is the local admin)."""
     pending, paired = await request.app[RUNTIME].store.pairing_listing()
@@ -440,6 +489,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/files/{id}", sent_file)
     app.router.add_post("/api/approvals/{id}", decide)
     app.router.add_post("/api/schedules/{id}", change_schedule)
+    app.router.add_post("/api/choices/{id}", answer_choice)
     app.router.add_get("/api/pairing", pairing_state)
     app.router.add_post("/api/pairing/{code}", pairing_approve)
     app.router.add_get("/api/conversations", list_conversations)

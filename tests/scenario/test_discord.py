@@ -283,3 +283,33 @@ def test_a_gateway_connection_cut_without_a_close_frame_is_deaf_until_back(
     [reply] = _wait_created(discord, 1)
     assert reply["content"] == "back again"
     assert "discord gateway connection lost" in gateway.log
+
+
+def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
+    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+) -> None:
+    """``forget me``: Erase / Keep buttons; someone else's press gets an ephemeral refusal
+    and erases nothing; the asker's Erase erases them and the question becomes the
+    receipt, its buttons gone."""
+    model_server.script("Noted.")
+    discord.message_create("my locker code is kumquat19", mention=True)
+    _wait_created(discord, 1)
+    discord.message_create("forget me", mention=True)
+    question = _wait_created(discord, 2)[1]
+    [row] = question["components"]
+    assert [b["label"] for b in row["components"]] == ["Erase my data", "Keep it"]
+    erase = row["components"][0]["custom_id"]
+    assert erase.startswith("cg:ask:forget:y_")
+    discord.press(question, erase, presser=MALLORY)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not _followups(discord):
+        time.sleep(0.05)
+    [refusal] = _followups(discord)
+    assert refusal["flags"] & 64  # ephemeral
+    assert "Only the person who asked" in refusal["content"]
+    assert len(http("GET", f"{gateway.url}/api/console/conversations?q=kumquat19")[1]["items"]) == 1
+    discord.press(question, erase, presser=ALICE)
+    [edit] = discord.wait_for(f"PATCH channels/{CHANNEL}/messages/{question['id']}", 1)
+    assert f"Erased discord:{ALICE}'s data" in edit["content"]
+    assert edit["components"] == []
+    assert http("GET", f"{gateway.url}/api/console/conversations?q=kumquat19")[1]["items"] == []

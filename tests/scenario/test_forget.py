@@ -187,3 +187,53 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
     schedules = await (await client.get("/api/console/schedules")).json()
     assert schedules["items"] == []
     assert len(echo.requests) == 1  # the GET; the POST never ran
+
+
+async def test_forget_me_in_the_web_chat(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    """``forget me`` in the web chat: the question carries Erase / Keep; Keep erases
+    nothing, another person's press is refused (403), the asker's Erase replaces the
+    question with the receipt; a message that is no question is 404."""
+    model_server.script("Noted.")
+    client = await make_client(model_server)
+    accepted = await _say(client, "my bike is a plumcoat", "dana")
+    await _turn_ends(client, accepted["turn_id"])
+    question = await _question(client, accepted["conversation_id"], "dana")
+    erase, keep = (c["value"] for c in question["choices"])
+    path = f"/api/choices/{question['id']}"
+    stranger = await client.post(path, json={"value": erase, "user": "eve"})
+    assert stranger.status == 403
+    assert (await client.post(path, json={"value": "y_1_2", "user": "dana"})).status == 404
+    plain = await client.post(f"/api/choices/{accepted['message_id']}", json={"value": erase})
+    assert plain.status == 404
+    kept = await client.post(path, json={"value": keep, "user": "dana"})
+    assert (await kept.json())["text"] == "Kept: nothing was erased."
+    # Answered: the question is gone, its buttons with it.
+    assert (await client.post(path, json={"value": erase, "user": "dana"})).status == 404
+    found = await (await client.get("/api/console/conversations?q=plumcoat")).json()
+    assert len(found["items"]) == 1
+
+    question = await _question(client, accepted["conversation_id"], "dana")
+    erase = question["choices"][0]["value"]
+    erased = await client.post(
+        f"/api/choices/{question['id']}", json={"value": erase, "user": "dana"}
+    )
+    assert erased.status == 200
+    # Her three messages (two of them "forget me") and the reply to the first.
+    assert "Erased web:dana's data: 4 messages" in (await erased.json())["text"]
+    found = await (await client.get("/api/console/conversations?q=plumcoat")).json()
+    assert found["items"] == []
+
+
+async def _question(client: Client, conversation_id: str, user: str) -> dict[str, Any]:
+    """Say ``forget me``; the question that answers it."""
+    await _say(client, "forget me", user)
+    deadline = time.monotonic() + 10
+    while True:
+        said = await (await client.get(f"/api/conversations/{conversation_id}/messages")).json()
+        questions = [m for m in said["items"] if m.get("choices")]
+        if questions:
+            return dict(questions[-1])
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)

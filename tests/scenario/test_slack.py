@@ -546,3 +546,34 @@ def _until(condition: Any, timeout: float = 20) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.1)
+
+
+def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
+    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+) -> None:
+    """``/chatgate forget me``: Erase / Keep buttons; someone else's press is refused (only
+    they see why) and erases nothing; the asker's Erase erases them and the question
+    becomes the receipt, without buttons."""
+    model_server.script("Noted.")
+    mention = _mention("my locker code is quince77", ts="1700000900.000100")
+    assert _post_event(gateway, mention)[0] == 200
+    slack.wait_for("chat.postMessage", 1)
+    assert _slash(gateway, "forget me") == 200
+    question = slack.wait_for("chat.postMessage", 2)[1]
+    [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
+    labels = [b["text"]["text"] for b in actions["elements"]]
+    assert labels == ["Erase my data", "Keep it"]
+    erase = actions["elements"][0]
+    ts = posted_ts(2)
+    assert _press_job(gateway, erase["action_id"], erase["value"], user="U0MALLORY", ts=ts) == 200
+    [refusal] = slack.wait_for("chat.postEphemeral", 1)
+    assert "Only the person who asked" in refusal["text"]
+    assert len(http("GET", f"{gateway.url}/api/console/conversations?q=quince77")[1]["items"]) == 1
+    assert _press_job(gateway, erase["action_id"], erase["value"], user="U0ALICE", ts=ts) == 200
+    [update] = slack.wait_for("chat.update", 1)
+    assert update["ts"] == ts
+    assert "Erased slack:U0ALICE's data" in update["text"]
+    blocks = update["blocks"]
+    blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+    assert [b["type"] for b in blocks] == ["section"]
+    assert http("GET", f"{gateway.url}/api/console/conversations?q=quince77")[1]["items"] == []

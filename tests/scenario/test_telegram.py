@@ -444,3 +444,32 @@ def test_updates_waiting_at_telegram_while_none_arrive_make_the_gateway_deaf(
         assert "platform deaf" in process.log
     finally:
         process.stop()
+
+
+def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
+    gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    """``forget me``: a question with Erase / Keep on the keyboard; another person's press
+    is refused (an alert) and erases nothing; the asker's Erase erases them and the
+    question is edited to the receipt."""
+    model_server.script("Noted.")
+    assert _post(gateway, _text("my locker code is tangerine42")) == 200
+    telegram.wait_for("sendMessage", 1)
+    assert _post(gateway, _text("forget me")) == 200
+    question = telegram.wait_for("sendMessage", 2)[1]
+    [row] = question["reply_markup"]["inline_keyboard"]
+    assert [b["text"] for b in row] == ["Erase my data", "Keep it"]
+    erase = row[0]["callback_data"]
+    shown = telegram.delivered[1]
+    assert _post(gateway, _callback(erase, user=MALLORY, message=shown)) == 200
+    [refused] = telegram.wait_for("answerCallbackQuery", 1)
+    assert "Only the person who asked" in refused["text"]
+    found = http("GET", f"{gateway.url}/api/console/conversations?q=tangerine42")[1]
+    assert len(found["items"]) == 1
+    assert _post(gateway, _callback(erase, user=ALICE, message=shown)) == 200
+    [edit] = telegram.wait_for("editMessageText", 1)
+    assert edit["message_id"] == str(shown["message_id"])
+    # Her two messages (the second: "forget me") and the reply to the first.
+    assert "Erased telegram:5551234's data: 3 messages" in edit["text"]
+    assert "reply_markup" not in edit or not edit["reply_markup"]
+    assert http("GET", f"{gateway.url}/api/console/conversations?q=tangerine42")[1]["items"] == []

@@ -205,6 +205,39 @@ function jobsCard(li, item) {
   }
 }
 
+// A question chatgate asks with buttons (``forget me``'s confirmation); the answer replaces it.
+function choicesCard(li, item) {
+  li.classList.add("choices");
+  const text = document.createElement("div");
+  text.className = "title";
+  text.textContent = item.text;
+  const actions = document.createElement("div");
+  actions.className = "actions";
+  for (const choice of item.choices) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = choice.label;
+    button.onclick = async () => {
+      for (const other of actions.querySelectorAll("button")) other.disabled = true;
+      try {
+        const answered = await api(`/api/choices/${item.id}`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ value: choice.value }),
+        });
+        li.replaceChildren();
+        li.classList.remove("choices");
+        li.textContent = answered.text;
+      } catch (error) {
+        setStatus(error.message);
+        for (const other of actions.querySelectorAll("button")) other.disabled = false;
+      }
+    };
+    actions.appendChild(button);
+  }
+  li.append(text, actions);
+}
+
 // The reply as far as the model has written it: one bubble, replaced by the stored reply
 // (or an approval prompt) when that arrives, or taken away when the stream says it is over.
 function showDraft(draft) {
@@ -261,6 +294,8 @@ function renderItem(item) {
     approvalCard(li, item.approval);
   } else if (Array.isArray(item.jobs)) {
     jobsCard(li, item);
+  } else if (Array.isArray(item.choices)) {
+    choicesCard(li, item);
   } else if (item.file) {
     fileCard(li, item);
   } else {
