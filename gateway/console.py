@@ -6,8 +6,6 @@ loopback client with no proxy between. Everything here acts as the console's ope
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,15 +21,15 @@ from agent_core.errors import (
     ApprovalNotFound,
     NotAllowedToChange,
     NotAllowedToDecide,
-    PairingRefused,
     ScheduleActionError,
 )
-from agent_core.files.erasure import remove_files
 from agent_core.records import ApprovalDecision
 from agent_core.scheduling.recurrence import Recurrence, ScheduleError, parse_recurrence
+from gateway import console_health, console_people
+from gateway.console_query import Bad, handler, query_int, query_limit, query_text, runtime_of
 from gateway.inbound import refusal
-from gateway.routes import PLATFORM_HEARING, read_json
-from gateway.runtime import RUNTIME, Runtime
+from gateway.routes import read_json
+from gateway.runtime import Runtime
 
 log = structlog.get_logger("chatgate.console")
 
@@ -39,57 +37,6 @@ STATIC = Path(__file__).with_name("web") / "static"
 _DECISIONS: tuple[ApprovalDecision, ...] = ("approve", "allow_conversation", "deny")
 _BREAKDOWNS = ("user", "conversation", "platform", "model", "day")
 _MAX_QUERY = 200
-
-
-class _Bad(Exception):
-    """A request the console cannot read: a 400 with this message."""
-
-
-def _int(request: web.Request, name: str, *, default: int | None = None) -> int | None:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _Bad(f"'{name}' must be an integer") from None
-    if not 0 <= value < 2**63:
-        raise _Bad(f"'{name}' is out of range")
-    return value
-
-
-def _text(request: web.Request, name: str) -> str | None:
-    raw = request.query.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    if len(raw) > _MAX_QUERY or "\x00" in raw:
-        raise _Bad(f"'{name}' must be at most {_MAX_QUERY} characters, without NUL")
-    return raw.strip()
-
-
-def _limit(request: web.Request, *, default: int = 50, most: int = 200) -> int:
-    value = _int(request, "limit", default=default)
-    assert value is not None
-    return max(1, min(value, most))
-
-
-def _handler(fn: Any) -> Any:
-    """A route whose bad input is a 400 with a reason."""
-
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            response: web.StreamResponse = await fn(request)
-        except _Bad as exc:
-            return json_error(400, str(exc))
-        return response
-
-    wrapped.__name__ = fn.__name__
-    wrapped.__doc__ = fn.__doc__
-    return wrapped
-
-
-def _runtime(request: web.Request) -> Runtime:
-    return request.app[RUNTIME]
 
 
 async def page(request: web.Request) -> web.FileResponse:
@@ -100,61 +47,66 @@ async def page(request: web.Request) -> web.FileResponse:
 # -- conversations and turns -----------------------------------------------------------------
 
 
-@_handler
+@handler
 async def conversations(request: web.Request) -> web.Response:
     """Conversations on every platform; ``q`` searches their messages."""
-    before = _text(request, "before")
-    query = _text(request, "q")
+    before = query_text(request, "before")
+    query = query_text(request, "q")
     if before and query and not before.isdigit():
-        raise _Bad("'before' must be the 'next' value of the previous page")
+        raise Bad("'before' must be the 'next' value of the previous page")
     if before and not query:
         at, sep, _id = before.partition("|")
         try:
             datetime.fromisoformat(at)
         except ValueError:
-            raise _Bad("'before' must be the 'next' value of the previous page") from None
+            raise Bad("'before' must be the 'next' value of the previous page") from None
         if not sep:
-            raise _Bad("'before' must be the 'next' value of the previous page")
-    found = await _runtime(request).operations.conversations(
-        query=query, platform=_text(request, "platform"), before=before, limit=_limit(request)
+            raise Bad("'before' must be the 'next' value of the previous page")
+    found = await runtime_of(request).operations.conversations(
+        query=query,
+        platform=query_text(request, "platform"),
+        before=before,
+        limit=query_limit(request),
     )
     return web.json_response(found)
 
 
-@_handler
+@handler
 async def conversation_messages(request: web.Request) -> web.Response:
     """One conversation's messages, newest first (``before`` a message id)."""
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     conversation = await runtime.store.conversation(request.match_info["id"])
     if conversation is None:
         return json_error(404, "no such conversation")
     items = await runtime.operations.conversation_messages(
-        conversation.id, before=_int(request, "before"), limit=_limit(request, default=100)
+        conversation.id,
+        before=query_int(request, "before"),
+        limit=query_limit(request, default=100),
     )
     return web.json_response({"items": items})
 
 
-@_handler
+@handler
 async def turns(request: web.Request) -> web.Response:
     """Turns newest first, filtered by conversation, person or status."""
-    found = await _runtime(request).operations.turns(
-        conversation_id=_text(request, "conversation"),
-        user=_text(request, "user"),
-        status=_text(request, "status"),
-        before=_int(request, "before"),
-        limit=_limit(request),
+    found = await runtime_of(request).operations.turns(
+        conversation_id=query_text(request, "conversation"),
+        user=query_text(request, "user"),
+        status=query_text(request, "status"),
+        before=query_int(request, "before"),
+        limit=query_limit(request),
     )
     return web.json_response(found)
 
 
-@_handler
+@handler
 async def turn(request: web.Request) -> web.Response:
     """One turn's timeline from the journal."""
     try:
         turn_id = int(request.match_info["id"])
     except ValueError:
         return json_error(404, "no such turn")
-    found = await _runtime(request).operations.timeline(turn_id) if turn_id < 2**63 else None
+    found = await runtime_of(request).operations.timeline(turn_id) if turn_id < 2**63 else None
     if found is None:
         return json_error(404, "no such turn")
     return web.json_response(found)
@@ -163,14 +115,14 @@ async def turn(request: web.Request) -> web.Response:
 # -- approvals -------------------------------------------------------------------------------
 
 
-@_handler
+@handler
 async def approvals(request: web.Request) -> web.Response:
     """``state=pending`` (the default) or ``decided``."""
     state = request.query.get("state", "pending")
     if state not in ("pending", "decided"):
-        raise _Bad("'state' must be pending or decided")
-    found = await _runtime(request).operations.approvals(
-        pending=state == "pending", before=_text(request, "before"), limit=_limit(request)
+        raise Bad("'state' must be pending or decided")
+    found = await runtime_of(request).operations.approvals(
+        pending=state == "pending", before=query_text(request, "before"), limit=query_limit(request)
     )
     return web.json_response(found)
 
@@ -182,7 +134,7 @@ async def decide(request: web.Request) -> web.Response:
     decision = body.get("decision") if isinstance(body, dict) else None
     if decision not in _DECISIONS:
         return json_error(400, f"'decision' must be one of {', '.join(_DECISIONS)}")
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     try:
         decided = await runtime.inbound.decide(
             request.match_info["id"], decision=decision, user=CONSOLE_OPERATOR
@@ -218,10 +170,10 @@ def _fire_times(row: Any, count: int = 5) -> list[str]:
     return times
 
 
-@_handler
+@handler
 async def schedules(request: web.Request) -> web.Response:
     """Every schedule with its next five fire times and its latest runs."""
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     rows = await runtime.operations.schedules(include_deleted=request.query.get("deleted") == "1")
     items = []
     for row, targets, runs in rows:
@@ -249,11 +201,11 @@ async def schedules(request: web.Request) -> web.Response:
     return web.json_response({"items": items})
 
 
-@_handler
+@handler
 async def schedule_runs(request: web.Request) -> web.Response:
     """One schedule's runs, newest first."""
-    runs = await _runtime(request).operations.schedule_runs(
-        request.match_info["id"], limit=_limit(request)
+    runs = await runtime_of(request).operations.schedule_runs(
+        request.match_info["id"], limit=query_limit(request)
     )
     return web.json_response({"items": runs})
 
@@ -266,15 +218,15 @@ def _field(body: dict[str, Any], name: str) -> str | None:
 def _required(body: dict[str, Any], name: str) -> str:
     value = body.get(name)
     if not isinstance(value, str) or not value.strip() or len(value) > 4000:
-        raise _Bad(f"'{name}' must be a non-empty string (at most 4000 characters)")
+        raise Bad(f"'{name}' must be a non-empty string (at most 4000 characters)")
     return value.strip()
 
 
-@_handler
+@handler
 async def create_schedule(request: web.Request) -> web.Response:
     """``{"conversation_id", "prompt", "schedule", "timezone"?}``: 201 with the schedule;
     its results go to that conversation."""
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     body = await read_json(request)
     if not isinstance(body, dict):
         return json_error(400, "expected a JSON object")
@@ -304,11 +256,11 @@ async def create_schedule(request: web.Request) -> web.Response:
     return web.json_response({"id": created.id, "status": created.status}, status=201)
 
 
-@_handler
+@handler
 async def change_schedule(request: web.Request) -> web.Response:
     """``{"action": "pause" | "resume" | "delete" | "run_now" | "edit"}``; ``edit`` takes
     ``prompt`` and/or ``schedule`` (with ``timezone``)."""
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     schedule_id = request.match_info["id"]
     body = await read_json(request)
     action = body.get("action") if isinstance(body, dict) else None
@@ -367,251 +319,6 @@ async def _edit(runtime: Runtime, schedule_id: str, body: dict[str, Any]) -> web
     return web.json_response({"id": schedule_id, "edited": True})
 
 
-# -- people ----------------------------------------------------------------------------------
-
-
-@_handler
-async def people(request: web.Request) -> web.Response:
-    """Paired users, pending codes, admins and allow entries, and everyone's usage."""
-    runtime = _runtime(request)
-    found = await runtime.operations.people()
-    settings = runtime.settings
-    return web.json_response(
-        {
-            **found,
-            "admins": list(settings.admins),
-            "allow": list(settings.allow),
-            "access": settings.access,
-        }
-    )
-
-
-async def pairing(request: web.Request) -> web.Response:
-    """``{"action": "let_in" | "refuse"}`` for a pending code."""
-    runtime = _runtime(request)
-    body = await read_json(request)
-    action = body.get("action") if isinstance(body, dict) else None
-    if action not in ("let_in", "refuse"):
-        return json_error(400, "'action' must be let_in or refuse")
-    code = request.match_info["code"]
-    try:
-        if action == "let_in":
-            done = await runtime.store.approve_pairing(code, actor=CONSOLE_OPERATOR)
-        else:
-            done = await runtime.operations.refuse_pairing(code, actor=CONSOLE_OPERATOR)
-    except PairingRefused as exc:
-        return json_error(
-            404 if exc.reason == "unknown" else 409, f"code {exc.code} is {exc.reason}"
-        )
-    return web.json_response({"user": done.user, "code": done.code, "status": done.status})
-
-
-async def revoke(request: web.Request) -> web.Response:
-    """``{"user": ID}``: shut a paired user out again (their approvals are cancelled and
-    their schedules paused by the next sweep)."""
-    runtime = _runtime(request)
-    body = await read_json(request)
-    user = body.get("user") if isinstance(body, dict) else None
-    if not isinstance(user, str) or not user or len(user) > 255:
-        return json_error(400, "'user' must be a user id such as slack:U123")
-    if not await runtime.store.revoke_user(user, actor=CONSOLE_OPERATOR):
-        return json_error(404, f"{user} is not paired")
-    return web.json_response({"user": user, "revoked": True})
-
-
-@_handler
-async def export_person(request: web.Request) -> web.Response:
-    """Everything chatgate holds about ``user``, as a file to download."""
-    user = _text(request, "user")
-    if user is None:
-        raise _Bad("'user' is required (a user id such as slack:U123)")
-    runtime = _runtime(request)
-    document = await runtime.operations.export_person(user)
-    await runtime.operations.record(actor=CONSOLE_OPERATOR, action="person.export", subject=user)
-    name = "".join(c if c.isalnum() else "-" for c in user)
-    return web.Response(
-        body=json.dumps(document, ensure_ascii=False, indent=2).encode(),
-        headers={
-            "Content-Type": "application/json",
-            "Content-Disposition": f'attachment; filename="chatgate-{name}.json"',
-        },
-    )
-
-
-async def forget(request: web.Request) -> web.Response:
-    """``{"user": ID, "confirm": ID}`` (the id typed twice): erase the person's data; 200
-    with the receipt (which the audit log keeps)."""
-    body = await read_json(request)
-    user = body.get("user") if isinstance(body, dict) else None
-    if not isinstance(user, str) or not user or len(user) > 255:
-        return json_error(400, "'user' must be a user id such as slack:U123")
-    assert isinstance(body, dict)
-    if body.get("confirm") != user:
-        return json_error(400, "'confirm' must repeat the user id: erasure cannot be undone")
-    receipt = await forget_person(_runtime(request), user, actor=CONSOLE_OPERATOR)
-    return web.json_response(receipt)
-
-
-async def forget_person(runtime: Runtime, user: str, *, actor: str) -> dict[str, Any]:
-    """Erase ``user``'s data, and the files only they had sent."""
-    receipt, left = await runtime.operations.forget_person(user, actor=actor)
-    try:
-        await remove_files(
-            blobs=_names(left.get("blobs")),
-            uploads=_names(left.get("uploads")),
-            conversations=_names(left.get("conversations")),
-            store=runtime.files,
-            state_dir=runtime.settings.state_dir.resolve(),
-        )
-    except Exception:
-        log.exception("removing an erased person's files failed", user=user)
-    log.info("person erased", user=user, actor=actor, messages=receipt.get("messages"))
-    return receipt
-
-
-def _names(value: object) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-# -- usage, audit, health --------------------------------------------------------------------
-
-
-@_handler
-async def usage(request: web.Request) -> web.Response:
-    """``by`` one of user, conversation, platform, model, day; ``days`` back (default
-    30); with the budgets and today's spend against them."""
-    runtime = _runtime(request)
-    by = request.query.get("by", "day")
-    if by not in _BREAKDOWNS:
-        raise _Bad(f"'by' must be one of {', '.join(_BREAKDOWNS)}")
-    days = _int(request, "days", default=30)
-    assert days is not None
-    since = (datetime.now(UTC) - timedelta(days=max(0, min(days, 3660)))).strftime("%Y-%m-%d")
-    rows = await runtime.operations.usage(by=by, since=since)
-    today = await runtime.operations.spend_today()
-    settings = runtime.settings
-    budgets = {
-        "turn_tokens": settings.budget_turn_tokens,
-        "conversation_tokens": settings.budget_conversation_tokens,
-        "conversation_usd": settings.budget_conversation_usd,
-        "user_daily_tokens": settings.budget_user_daily_tokens,
-        "user_daily_usd": settings.budget_user_daily_usd,
-        "daily_usd": settings.budget_daily_usd,
-    }
-    return web.json_response(
-        {
-            "by": by,
-            "since": since,
-            "items": rows,
-            "budgets": budgets,
-            "today": today,
-            "totals": await runtime.operations.totals(),
-        }
-    )
-
-
-@_handler
-async def audit_log(request: web.Request) -> web.Response:
-    """The audit log, newest first; ``q`` searches it, ``actor`` and ``action`` filter."""
-    entries = await _runtime(request).operations.audit(
-        query=_text(request, "q"),
-        actor=_text(request, "actor"),
-        action=_text(request, "action"),
-        before=_int(request, "before"),
-        limit=_limit(request, default=100, most=500),
-    )
-    items = [entry.to_json() for entry in entries]
-    following = entries[-1].id if entries and len(entries) == _limit(request, default=100) else None
-    return web.json_response({"items": items, "next": following})
-
-
-@_handler
-async def audit_export(request: web.Request) -> web.StreamResponse:
-    """The whole audit log (or what ``q`` matches) as JSON Lines, oldest first."""
-    runtime = _runtime(request)
-    query = _text(request, "q")
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "application/x-ndjson",
-            "Content-Disposition": 'attachment; filename="chatgate-audit.jsonl"',
-        }
-    )
-    await response.prepare(request)
-    after = 0
-    while True:
-        entries = await runtime.operations.audit_chunk(query=query, after=after)
-        if not entries:
-            break
-        lines = "".join(json.dumps(e.to_json(), ensure_ascii=False) + "\n" for e in entries)
-        await response.write(lines.encode())
-        after = entries[-1].id
-    await response.write_eof()
-    return response
-
-
-async def health(request: web.Request) -> web.Response:
-    """Platforms, the job queue, failures and recoveries, and each process's memory."""
-    runtime = _runtime(request)
-    depth, oldest = await runtime.store.job_depth()
-    hearings = request.app.get(PLATFORM_HEARING, {})
-    return web.json_response(
-        {
-            "platforms": {name: h.snapshot() for name, h in hearings.items()},
-            "jobs": {"by_status": depth, "oldest_due_seconds": round(oldest, 1)},
-            "turns_in_flight": runtime.supervisor.active,
-            "journal": await runtime.operations.health(),
-            "processes": _processes(),
-            "owner": runtime.owner,
-        }
-    )
-
-
-def _rss(pid: int) -> tuple[str, int] | None:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    name, rss = "?", 0
-    for line in status.splitlines():
-        if line.startswith("Name:"):
-            name = line.split(None, 1)[1].strip()
-        elif line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) * 1024
-    return name, rss
-
-
-def _processes() -> list[dict[str, Any]]:
-    """This gateway and the processes it started (``chatgate run``'s worker and beat), with
-    their resident memory (Linux ``/proc``; elsewhere, this process only)."""
-    me = os.getpid()
-    found = []
-    mine = _rss(me)
-    if mine is None:
-        import resource
-
-        return [{"pid": me, "name": "chatgate", "rss_bytes": resource.getrusage(0).ru_maxrss}]
-    found.append({"pid": me, "name": mine[0], "rss_bytes": mine[1], "role": "gateway"})
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == me:
-            child = _rss(int(entry.name))
-            if child is not None:
-                found.append(
-                    {
-                        "pid": int(entry.name),
-                        "name": child[0],
-                        "rss_bytes": child[1],
-                        "role": "child",
-                    }
-                )
-    return found
-
-
 def add_routes(app: web.Application) -> None:
     """Register the console's page and API."""
     app.router.add_get("/console", page)
@@ -625,12 +332,12 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/console/schedules", create_schedule)
     app.router.add_get("/api/console/schedules/{id}/runs", schedule_runs)
     app.router.add_post("/api/console/schedules/{id}", change_schedule)
-    app.router.add_get("/api/console/people", people)
-    app.router.add_post("/api/console/pairing/{code}", pairing)
-    app.router.add_post("/api/console/revoke", revoke)
-    app.router.add_get("/api/console/export", export_person)
-    app.router.add_post("/api/console/forget", forget)
-    app.router.add_get("/api/console/usage", usage)
-    app.router.add_get("/api/console/audit", audit_log)
-    app.router.add_get("/api/console/audit.jsonl", audit_export)
-    app.router.add_get("/api/console/health", health)
+    app.router.add_get("/api/console/people", console_people.people)
+    app.router.add_post("/api/console/pairing/{code}", console_people.pairing)
+    app.router.add_post("/api/console/revoke", console_people.revoke)
+    app.router.add_get("/api/console/export", console_people.export_person)
+    app.router.add_post("/api/console/forget", console_people.forget)
+    app.router.add_get("/api/console/usage", console_health.usage)
+    app.router.add_get("/api/console/audit", console_health.audit_log)
+    app.router.add_get("/api/console/audit.jsonl", console_health.audit_export)
+    app.router.add_get("/api/console/health", console_health.health)

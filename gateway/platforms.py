@@ -33,7 +33,7 @@ from agent_core.events import (
 from agent_core.faults import FaultPoints
 from agent_core.records import Accepted, ApprovalDecision
 from agent_core.scheduling.service import ScheduleAction
-from gateway.console import forget_person
+from gateway.console_people import forget_person
 from gateway.inbound import refusal
 from gateway.routes import PLATFORM_HEARING, add_platform_check
 from gateway.runtime import RUNTIME, Runtime

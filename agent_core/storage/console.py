@@ -1,5 +1,6 @@
 """What the operator console reads: conversations, turns and their journal, approvals,
-schedules and runs, people, usage and health, as JSON-ready dictionaries.
+schedules and runs, as JSON-ready dictionaries (people, spend and health:
+``console_usage``).
 
 Every list is a page: newest first, ``limit`` at a time, with a cursor for the next page
 that an index serves (no OFFSET), so a page costs the same over a hundred turns or a
@@ -7,23 +8,19 @@ hundred thousand."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import and_, case, distinct, func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Connection
 
 from agent_core.storage.schema import (
-    access_events,
     approvals,
     conversations,
-    dead_letters,
     jobs,
     messages,
     model_usage,
-    paired_users,
-    pairing_requests,
     schedule_runs,
     schedule_targets,
     schedules,
@@ -36,7 +33,7 @@ _SNIPPET = 160
 _RESULT_SHOWN = 4000
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
@@ -101,8 +98,8 @@ def _conversation(row: Any, snippet: str | None) -> Json:
         "workspace": row.workspace,
         "channel": row.channel,
         "thread": row.thread or None,
-        "created_at": _iso(row.created_at),
-        "updated_at": _iso(row.updated_at),
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
         "turns": int(row.turn_count),
         "snippet": snippet,
     }
@@ -181,7 +178,7 @@ def conversation_messages(
             "text": row.text,
             "turn_id": row.turn_id,
             "receipt": row.platform_message_id,
-            "created_at": _iso(row.created_at),
+            "created_at": iso(row.created_at),
         }
         for row in rows
     ]
@@ -268,8 +265,8 @@ def turns_page(
             "lane": row.lane,
             "error": row.error,
             "asked": _snippet(row.asked if row.asked is not None else row.prompt),
-            "created_at": _iso(row.created_at),
-            "finished_at": _iso(row.finished_at),
+            "created_at": iso(row.created_at),
+            "finished_at": iso(row.finished_at),
             "tokens": int(row.tokens),
             "cost_usd": float(row.cost_usd),
             "tool_calls": int(row.tool_calls),
@@ -308,7 +305,7 @@ def timeline(conn: Connection, turn_id: int) -> Json | None:
             "text": m.text,
             "receipt": m.platform_message_id,
             "link": link(row.platform, row.workspace, row.channel, m.platform_message_id),
-            "created_at": _iso(m.created_at),
+            "created_at": iso(m.created_at),
         }
         for m in conn.execute(
             select(messages).where(messages.c.turn_id == turn_id).order_by(messages.c.id)
@@ -335,9 +332,9 @@ def timeline(conn: Connection, turn_id: int) -> Json | None:
         "prompt": row.prompt,
         "stopped_by": row.stop_requested_by,
         "merged_into": row.merged_into,
-        "created_at": _iso(row.created_at),
-        "started_at": _iso(row.started_at),
-        "finished_at": _iso(row.finished_at),
+        "created_at": iso(row.created_at),
+        "started_at": iso(row.started_at),
+        "finished_at": iso(row.finished_at),
         "prompt_tokens": int(spent[0]),
         "completion_tokens": int(spent[1]),
         "cost_usd": float(spent[2]),
@@ -354,8 +351,8 @@ def _step(step: Any, asked: dict[int, Json]) -> Json:
         "seq": int(step.seq),
         "kind": step.kind,
         "status": step.status,
-        "started_at": _iso(step.started_at),
-        "finished_at": _iso(step.finished_at),
+        "started_at": iso(step.started_at),
+        "finished_at": iso(step.finished_at),
         "ms": _ms(step.started_at, step.finished_at),
     }
     if step.kind == "model_call":
@@ -414,9 +411,9 @@ def _approval(row: Any) -> Json:
         "approvers": row.approvers,
         "status": row.status,
         "decided_by": row.decided_by,
-        "decided_at": _iso(row.decided_at),
-        "created_at": _iso(row.created_at),
-        "expires_at": _iso(row.expires_at),
+        "decided_at": iso(row.decided_at),
+        "created_at": iso(row.created_at),
+        "expires_at": iso(row.expires_at),
         "waited_seconds": round(waited, 3) if waited is not None else None,
     }
 
@@ -497,264 +494,11 @@ def schedule_runs_of(conn: Connection, schedule_id: str, *, limit: int = 50) -> 
             "conversation_id": row.conversation_id,
             "status": row.status,
             "attempts": int(row.attempts),
-            "scheduled_for": _iso(row.scheduled_for),
-            "created_at": _iso(row.created_at),
-            "finished_at": _iso(row.finished_at),
+            "scheduled_for": iso(row.scheduled_for),
+            "created_at": iso(row.created_at),
+            "finished_at": iso(row.finished_at),
             "receipt": row.receipt,
             "error": row.error,
         }
         for row in rows
     ]
-
-
-# -- people ----------------------------------------------------------------------------------
-
-
-def people(conn: Connection, *, now: datetime) -> Json:
-    """Who is let in (paired, and who revoked whom), pending pairing codes, and everyone's
-    usage: turns, tokens and dollars, all time and this month."""
-    paired: list[JsonValue] = [
-        {
-            "user": row.user_id,
-            "approved_by": row.approved_by,
-            "approved_at": _iso(row.approved_at),
-            "revoked_by": row.revoked_by,
-            "revoked_at": _iso(row.revoked_at),
-        }
-        for row in conn.execute(select(paired_users).order_by(paired_users.c.approved_at.desc()))
-    ]
-    pending: list[JsonValue] = [
-        {
-            "code": row.code,
-            "user": row.user_id,
-            "platform": row.platform,
-            "conversation_id": row.conversation_id,
-            "created_at": _iso(row.created_at),
-            "expires_at": _iso(row.expires_at),
-        }
-        for row in conn.execute(
-            select(pairing_requests)
-            .where(pairing_requests.c.status == "pending", pairing_requests.c.expires_at > now)
-            .order_by(pairing_requests.c.created_at)
-        )
-    ]
-    month = now.strftime("%Y-%m")
-    used: dict[str, JsonValue] = {
-        row.user_id: {
-            "tokens": int(row.tokens),
-            "cost_usd": float(row.cost),
-            "month_cost_usd": float(row.month_cost),
-            "turns": int(row.turns),
-        }
-        for row in conn.execute(
-            select(
-                model_usage.c.user_id,
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).label(
-                    "tokens"
-                ),
-                func.sum(model_usage.c.cost_usd).label("cost"),
-                func.sum(
-                    case((model_usage.c.day.startswith(month), model_usage.c.cost_usd), else_=0.0)
-                ).label("month_cost"),
-                func.count(distinct(model_usage.c.turn_id)).label("turns"),
-            ).group_by(model_usage.c.user_id)
-        )
-    }
-    changes: list[JsonValue] = [
-        {
-            "at": _iso(row.at),
-            "actor": row.actor,
-            "action": row.action,
-            "user": row.user_id,
-            "code": row.code,
-        }
-        for row in conn.execute(select(access_events).order_by(access_events.c.id.desc()).limit(50))
-    ]
-    return {"paired": paired, "pending": pending, "usage": used, "changes": changes}
-
-
-# -- usage -----------------------------------------------------------------------------------
-
-_BY = {
-    "user": model_usage.c.user_id,
-    "conversation": model_usage.c.conversation_id,
-    "platform": conversations.c.platform,
-    "model": model_usage.c.model,
-    "day": model_usage.c.day,
-}
-BREAKDOWNS = tuple(_BY)
-
-
-def usage(conn: Connection, *, by: str, since: str, limit: int = 100) -> list[JsonValue]:
-    """Tokens, dollars, model calls, turns and tool calls per ``by`` (user, conversation,
-    platform, model or day) since the UTC day ``since`` (``YYYY-MM-DD``), largest spend
-    first (by day: in date order)."""
-    key = _BY[by].label("key")
-    statement = (
-        select(
-            key,
-            func.sum(model_usage.c.prompt_tokens).label("prompt_tokens"),
-            func.sum(model_usage.c.completion_tokens).label("completion_tokens"),
-            func.sum(model_usage.c.cost_usd).label("cost"),
-            func.count().label("calls"),
-            func.count(distinct(model_usage.c.turn_id)).label("turns"),
-        )
-        .select_from(model_usage)
-        .outerjoin(conversations, conversations.c.id == model_usage.c.conversation_id)
-        .where(model_usage.c.day >= since)
-        .group_by(key)
-    )
-    ordered = key if by == "day" else func.sum(model_usage.c.cost_usd).desc()
-    rows = conn.execute(statement.order_by(ordered).limit(limit)).all()
-    tools = _tool_calls(conn, by=by, since=since, keys=[row.key for row in rows])
-    return [
-        {
-            "key": row.key,
-            "prompt_tokens": int(row.prompt_tokens or 0),
-            "completion_tokens": int(row.completion_tokens or 0),
-            "tokens": int((row.prompt_tokens or 0) + (row.completion_tokens or 0)),
-            "cost_usd": round(float(row.cost or 0.0), 6),
-            "model_calls": int(row.calls),
-            "turns": int(row.turns),
-            "tool_calls": tools.get(row.key, 0),
-        }
-        for row in rows
-    ]
-
-
-def _step_day(conn: Connection) -> Any:
-    """A tool step's UTC day as ``YYYY-MM-DD`` (SQLite keeps UTC text; PostgreSQL a
-    timestamptz)."""
-    if conn.dialect.name == "sqlite":
-        return func.substr(turn_steps.c.started_at, 1, 10)
-    return func.to_char(func.timezone("UTC", turn_steps.c.started_at), "YYYY-MM-DD")
-
-
-def _tool_calls(conn: Connection, *, by: str, since: str, keys: list[Any]) -> dict[Any, int]:
-    if not keys or by == "model":
-        return {}
-    day = _step_day(conn)
-    column = {
-        "user": turns.c.user_id,
-        "conversation": turns.c.conversation_id,
-        "platform": conversations.c.platform,
-        "day": day,
-    }[by]
-    rows = conn.execute(
-        select(column.label("key"), func.count())
-        .select_from(turn_steps)
-        .join(turns, turns.c.id == turn_steps.c.turn_id)
-        .join(conversations, conversations.c.id == turns.c.conversation_id)
-        .where(turn_steps.c.kind == "tool_call", day >= since, column.in_(keys))
-        .group_by(column)
-    ).all()
-    return {row[0]: int(row[1]) for row in rows}
-
-
-def spend_today(conn: Connection, *, day: str) -> Json:
-    """Today's spend per person and in all, and the conversations' totals (what budgets
-    compare with their limits)."""
-    per_user = {
-        str(row.user_id): {"tokens": int(row.tokens or 0), "cost_usd": float(row.cost or 0.0)}
-        for row in conn.execute(
-            select(
-                model_usage.c.user_id,
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).label(
-                    "tokens"
-                ),
-                func.sum(model_usage.c.cost_usd).label("cost"),
-            )
-            .where(model_usage.c.day == day)
-            .group_by(model_usage.c.user_id)
-        )
-    }
-    everyone = conn.execute(
-        select(func.coalesce(func.sum(model_usage.c.cost_usd), 0.0)).where(model_usage.c.day == day)
-    ).scalar_one()
-    per_conversation = [
-        {"conversation_id": row.conversation_id, "tokens": int(row.tokens), "cost_usd": row.cost}
-        for row in conn.execute(
-            select(
-                model_usage.c.conversation_id,
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).label(
-                    "tokens"
-                ),
-                func.sum(model_usage.c.cost_usd).label("cost"),
-            )
-            .where(model_usage.c.conversation_id.is_not(None))
-            .group_by(model_usage.c.conversation_id)
-            .order_by(
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).desc()
-            )
-            .limit(20)
-        )
-    ]
-    return {
-        "per_user": per_user,  # type: ignore[dict-item]
-        "day_cost_usd": float(everyone),
-        "conversations": per_conversation,  # type: ignore[dict-item]
-    }
-
-
-def totals(conn: Connection) -> Json:
-    """Every model call's tokens and dollars summed (erasure must leave these alone)."""
-    row = conn.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(model_usage.c.prompt_tokens), 0),
-            func.coalesce(func.sum(model_usage.c.completion_tokens), 0),
-            func.coalesce(func.sum(model_usage.c.cost_usd), 0.0),
-        )
-    ).one()
-    return {
-        "model_calls": int(row[0]),
-        "prompt_tokens": int(row[1]),
-        "completion_tokens": int(row[2]),
-        "cost_usd": float(row[3]),
-    }
-
-
-# -- health ----------------------------------------------------------------------------------
-
-
-def health(conn: Connection, *, now: datetime) -> Json:
-    """What the journal says about the last hour: failed turns and jobs, dead letters,
-    turns that needed more than one attempt (recovered after a crash or a takeover), recovery
-    prompts, and the oldest turn still open."""
-    hour = now - timedelta(hours=1)
-    failed_turns = conn.execute(
-        select(func.count()).where(turns.c.status == "failed", turns.c.finished_at >= hour)
-    ).scalar_one()
-    failed_jobs = conn.execute(
-        select(func.count()).where(jobs.c.status == "failed", jobs.c.finished_at >= hour)
-    ).scalar_one()
-    dead = conn.execute(select(func.count()).where(dead_letters.c.created_at >= hour)).scalar_one()
-    resumed = conn.execute(
-        select(func.count()).where(turns.c.attempts > 1, turns.c.created_at >= hour)
-    ).scalar_one()
-    recoveries = conn.execute(
-        select(func.count()).where(approvals.c.kind == "recovery", approvals.c.created_at >= hour)
-    ).scalar_one()
-    oldest_open = conn.execute(
-        select(func.min(turns.c.created_at)).where(turns.c.status.in_(("pending", "running")))
-    ).scalar()
-    recent_errors = [
-        {"turn_id": int(row.id), "error": row.error, "at": _iso(row.finished_at)}
-        for row in conn.execute(
-            select(turns.c.id, turns.c.error, turns.c.finished_at)
-            .where(turns.c.status == "failed", turns.c.finished_at >= hour)
-            .order_by(turns.c.id.desc())
-            .limit(10)
-        )
-    ]
-    return {
-        "failed_turns_last_hour": int(failed_turns),
-        "failed_jobs_last_hour": int(failed_jobs),
-        "dead_letters_last_hour": int(dead),
-        "resumed_turns_last_hour": int(resumed),
-        "recovery_prompts_last_hour": int(recoveries),
-        "oldest_open_turn_seconds": (
-            round((now - oldest_open).total_seconds(), 1) if oldest_open is not None else None
-        ),
-        "recent_errors": recent_errors,  # type: ignore[dict-item]
-    }

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from agent_core.events import utcnow
 from agent_core.records import PairingRequest
-from agent_core.storage import access, audit, console, erasure
+from agent_core.storage import access, audit, console, console_usage, erasure
 from agent_core.storage.database import Database
 from agent_core.storage.jobs import insert_job, insert_queued_turn
 from agent_core.storage.schema import maintenance, schedule_runs, schedule_targets, schedules
@@ -163,23 +163,25 @@ class Operations:
 
     async def people(self) -> Json:
         """Paired users, pending codes, access changes and usage per person."""
-        return await self.database.read(console.people, now=utcnow())
+        return await self.database.read(console_usage.people, now=utcnow())
 
     async def usage(self, *, by: str, since: str) -> list[JsonValue]:
         """Spend per user, conversation, platform, model or day since a UTC day."""
-        return await self.database.read(console.usage, by=by, since=since)
+        return await self.database.read(console_usage.usage, by=by, since=since)
 
     async def spend_today(self) -> Json:
         """Today's spend per person and in all; the conversations' totals."""
-        return await self.database.read(console.spend_today, day=utcnow().strftime("%Y-%m-%d"))
+        return await self.database.read(
+            console_usage.spend_today, day=utcnow().strftime("%Y-%m-%d")
+        )
 
     async def totals(self) -> Json:
         """Every model call's tokens and dollars summed."""
-        return await self.database.read(console.totals)
+        return await self.database.read(console_usage.totals)
 
     async def health(self) -> Json:
         """Failures, recoveries and the oldest open turn, from the journal."""
-        return await self.database.read(console.health, now=utcnow())
+        return await self.database.read(console_usage.health, now=utcnow())
 
     # -- the audit log ------------------------------------------------------------------
 

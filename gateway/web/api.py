@@ -41,7 +41,7 @@ from agent_core.errors import (
 from agent_core.events import utcnow
 from agent_core.journaled import Choices, item_json
 from agent_core.records import ConversationRecord
-from gateway.console import forget_person
+from gateway.console_people import forget_person
 from gateway.inbound import refusal
 from gateway.routes import Handler, read_json
 from gateway.runtime import RUNTIME

@@ -1,0 +1,64 @@
+"""The console API's shared reading of requests: query parameters that are a 400 when
+bad, never a 500."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from adapters.http import json_error
+from gateway.runtime import RUNTIME, Runtime
+
+_MAX_QUERY = 200
+
+
+class Bad(Exception):
+    """A request the console cannot read: a 400 with this message."""
+
+
+def query_int(request: web.Request, name: str, *, default: int | None = None) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Bad(f"'{name}' must be an integer") from None
+    if not 0 <= value < 2**63:
+        raise Bad(f"'{name}' is out of range")
+    return value
+
+
+def query_text(request: web.Request, name: str) -> str | None:
+    raw = request.query.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    if len(raw) > _MAX_QUERY or "\x00" in raw:
+        raise Bad(f"'{name}' must be at most {_MAX_QUERY} characters, without NUL")
+    return raw.strip()
+
+
+def query_limit(request: web.Request, *, default: int = 50, most: int = 200) -> int:
+    value = query_int(request, "limit", default=default)
+    assert value is not None
+    return max(1, min(value, most))
+
+
+def handler(fn: Any) -> Any:
+    """A route whose bad input is a 400 with a reason."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = await fn(request)
+        except Bad as exc:
+            return json_error(400, str(exc))
+        return response
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def runtime_of(request: web.Request) -> Runtime:
+    return request.app[RUNTIME]
