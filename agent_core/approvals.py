@@ -11,7 +11,7 @@ from collections.abc import Collection
 
 import structlog
 
-from agent_core.access import MayTalk
+from agent_core.access import CONSOLE_OPERATOR, MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
 from agent_core.events import Edit, MessageRef, Reply
@@ -158,8 +158,10 @@ class Approvals:
 def _same_person(user: str, requester: str) -> bool:
     """The web chat names its users as the request says (its one principal is whoever is on
     loopback or holds the token), so for the requester rule every web user is one person:
-    a second person must decide from another platform."""
-    return user == requester or (user.startswith("web:") and requester.startswith("web:"))
+    a second person must decide from another platform. The operator console is that same
+    principal (it has the same door), so it is that person too."""
+    local = ("web:", CONSOLE_OPERATOR)
+    return user == requester or (user.startswith(local) and requester.startswith(local))
 
 
 def _note(approval: ApprovalRecord, status: ApprovalStatus, user: str) -> str:

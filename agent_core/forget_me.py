@@ -8,6 +8,7 @@ presser's own data."""
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -16,6 +17,7 @@ from pydantic import JsonValue
 from agent_core.journaled import Choice, Choices
 
 LIFETIME = timedelta(minutes=15)
+_VALUE = re.compile(r"(?P<verdict>[yn])_(?P<minute>[0-9a-f]{1,10})_(?P<tag>[0-9a-f]{12})")
 QUESTION = (
     "This erases everything chatgate holds about you: your messages and the replies to them "
     "(each becomes a note that it was erased), what it remembers about you, your schedules "
@@ -42,17 +44,16 @@ def question(user: str, *, now: datetime) -> tuple[str, dict[str, JsonValue]]:
 
 def answer(value: str, *, user: str, now: datetime) -> Literal["erase", "keep"] | str:
     """What a press means: ``erase`` or ``keep``, or why it counts for nothing."""
-    verdict, _, rest = value.partition("_")
-    minute, _, tag = rest.partition("_")
-    try:
-        asked = datetime.fromtimestamp(int(minute, 16) * 60, tz=now.tzinfo)
-    except (ValueError, OverflowError, OSError):
+    shape = _VALUE.fullmatch(value)
+    if shape is None:
         return "That button is not one of chatgate's."
-    if verdict not in ("y", "n") or tag != _tag(user):
+    if shape["tag"] != _tag(user):
         return "Only the person who asked to be forgotten can answer that."
-    if now - asked > LIFETIME:
+    asked = int(shape["minute"], 16) * 60
+    # Asked up to a minute "from now" is another gateway whose clock runs a little ahead.
+    if not -60 <= now.timestamp() - asked <= LIFETIME.total_seconds():
         return "That question has expired: send `forget me` again."
-    return "erase" if verdict == "y" else "keep"
+    return "erase" if shape["verdict"] == "y" else "keep"
 
 
 def receipt_text(receipt: dict[str, JsonValue]) -> str:

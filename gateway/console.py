@@ -26,7 +26,15 @@ from agent_core.errors import (
 from agent_core.records import ApprovalDecision
 from agent_core.scheduling.recurrence import Recurrence, ScheduleError, parse_recurrence
 from gateway import console_health, console_people
-from gateway.console_query import Bad, handler, query_int, query_limit, query_text, runtime_of
+from gateway.console_query import (
+    Bad,
+    handler,
+    moment,
+    query_int,
+    query_limit,
+    query_text,
+    runtime_of,
+)
 from gateway.inbound import refusal
 from gateway.routes import read_json
 from gateway.runtime import Runtime
@@ -52,16 +60,13 @@ async def conversations(request: web.Request) -> web.Response:
     """Conversations on every platform; ``q`` searches their messages."""
     before = query_text(request, "before")
     query = query_text(request, "q")
-    if before and query and not before.isdigit():
-        raise Bad("'before' must be the 'next' value of the previous page")
-    if before and not query:
-        at, sep, _id = before.partition("|")
-        try:
-            datetime.fromisoformat(at)
-        except ValueError:
-            raise Bad("'before' must be the 'next' value of the previous page") from None
-        if not sep:
+    if before and query:
+        before = str(query_int(request, "before"))
+    elif before:
+        at, sep, last = before.partition("|")
+        if not sep or not 0 < len(last) <= 32:
             raise Bad("'before' must be the 'next' value of the previous page")
+        before = f"{moment(at, 'before').isoformat()}|{last}"
     found = await runtime_of(request).operations.conversations(
         query=query,
         platform=query_text(request, "platform"),
@@ -122,9 +127,14 @@ async def approvals(request: web.Request) -> web.Response:
     if state not in ("pending", "decided"):
         raise Bad("'state' must be pending or decided")
     found = await runtime_of(request).operations.approvals(
-        pending=state == "pending", before=query_text(request, "before"), limit=query_limit(request)
+        pending=state == "pending", before=_decided_before(request), limit=query_limit(request)
     )
     return web.json_response(found)
+
+
+def _decided_before(request: web.Request) -> str | None:
+    before = query_text(request, "before")
+    return moment(before, "before").isoformat() if before else None
 
 
 async def decide(request: web.Request) -> web.Response:
@@ -303,7 +313,10 @@ async def _edit(runtime: Runtime, schedule_id: str, body: dict[str, Any]) -> web
             parsed = parse_recurrence(spec, zone or runtime.schedules.limits.timezone, now=now)
         except ScheduleError as exc:
             return json_error(400, str(exc))
-        upcoming = parsed.next_after(now - timedelta(microseconds=1))
+        try:
+            upcoming = parsed.next_after(now - timedelta(microseconds=1))
+        except OverflowError:
+            return json_error(400, f"{parsed.describe()} is too far away")
         if upcoming is None:
             return json_error(400, f"{parsed.describe()} never fires")
         recurrence = (parsed.kind, parsed.spec, parsed.timezone, parsed.anchor)

@@ -3,6 +3,7 @@ bad, never a 500."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -21,10 +22,9 @@ def query_int(request: web.Request, name: str, *, default: int | None = None) ->
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Bad(f"'{name}' must be an integer") from None
+    if not (raw.isascii() and raw.isdigit()):
+        raise Bad(f"'{name}' must be an integer")
+    value = int(raw)
     if not 0 <= value < 2**63:
         raise Bad(f"'{name}' is out of range")
     return value
@@ -37,6 +37,17 @@ def query_text(request: web.Request, name: str) -> str | None:
     if len(raw) > _MAX_QUERY or "\x00" in raw:
         raise Bad(f"'{name}' must be at most {_MAX_QUERY} characters, without NUL")
     return raw.strip()
+
+
+def moment(text: str, name: str) -> datetime:
+    """A page cursor's time: ISO 8601 with its offset, a real instant."""
+    try:
+        parsed = datetime.fromisoformat(text)
+        if parsed.tzinfo is None:
+            raise ValueError("no offset")
+        return parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise Bad(f"'{name}' must be the 'next' value of the previous page") from None
 
 
 def query_limit(request: web.Request, *, default: int = 50, most: int = 200) -> int:

@@ -8,9 +8,9 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 from pydantic import BaseModel, JsonValue, SecretStr
@@ -21,22 +21,25 @@ from gateway.runtime import Runtime
 
 log = structlog.get_logger("chatgate.upkeep")
 
-_URLS = frozenset({"database_url", "redis_url", "model_api_base", "files_s3_endpoint"})
+_URL_SUFFIXES = ("_url", "_api_base", "_endpoint")
+_NAMES_ONLY = frozenset({"secrets", "mcp"})
 _SHOWN = 200
 
 
 def settings_view(settings: Settings) -> dict[str, JsonValue]:
-    """Each setting as the audit log may show it: secrets as ``set`` (never a value or a
-    hash of one), URLs without their credentials, long or nested values as a digest."""
+    """Each setting as the audit log may show it: secrets as ``set`` (never a value, nor a
+    digest of anything that holds one), URLs without their credentials or query, other
+    long or nested values as a digest (to see that they changed)."""
     shown: dict[str, JsonValue] = {}
     for name in type(settings).model_fields:
         value: Any = getattr(settings, name)
         if isinstance(value, SecretStr):
             shown[name] = "set"
-        elif name == "secrets":
-            shown[name] = sorted(value)
-        elif name in _URLS and isinstance(value, str):
-            shown[name] = _without_credentials(value)
+        elif name in _NAMES_ONLY:
+            # Their values may hold credentials (an MCP server's env and headers).
+            shown[name] = _names(value)
+        elif name.endswith(_URL_SUFFIXES) and isinstance(value, str):
+            shown[name] = without_credentials(value)
         elif value is None or isinstance(value, bool | int | float):
             shown[name] = value
         else:
@@ -49,16 +52,26 @@ def settings_view(settings: Settings) -> dict[str, JsonValue]:
     return shown
 
 
-def _without_credentials(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
+def _names(value: Any) -> JsonValue:
+    dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    if isinstance(dumped, dict):
+        return {k: _names(v) if isinstance(v, dict) else "set" for k, v in sorted(dumped.items())}
+    return "set" if dumped else None
+
+
+# A URL's credentials end at its last "@" before the host: a password may hold "/", "?" or
+# "#" unescaped (SQLAlchemy reads them so), which ``urlsplit`` would take for the path.
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://(?:(?P<userinfo>[^@]*)@)?(?P<rest>.*)$", re.S)
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with any user name and password as ``***`` and no query or fragment."""
+    match = _URL.match(url)
+    if match is None:
         return "set"
-    host = parts.netloc.rsplit("@", 1)[-1]
-    if parts.username is not None or parts.password is not None:
-        host = f"***@{host}"
-    # A query may carry a password (``?password=``) or a key: left out.
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    rest = re.split(r"[?#]", match["rest"], maxsplit=1)[0]
+    userinfo = "***@" if match["userinfo"] is not None else ""
+    return f"{match['scheme']}://{userinfo}{rest}"
 
 
 async def record_start(runtime: Runtime) -> None:

@@ -12,7 +12,18 @@ from adapters.base import Forbidden, Unauthorized
 from adapters.payloads import same_secret
 
 # Headers a proxy adds: with one in front, "loopback" says nothing about who is asking.
-PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP", "Via")
+PROXY_HEADERS = (
+    "Forwarded",
+    "X-Forwarded-For",
+    "X-Real-IP",
+    "Via",
+    "X-Forwarded-Host",
+    "X-Client-IP",
+    "True-Client-IP",
+    "CF-Connecting-IP",
+    "Fastly-Client-IP",
+    "X-Cluster-Client-IP",
+)
 SESSION_COOKIE = "chatgate_session"
 
 
@@ -57,7 +68,7 @@ def check_same_origin(*, origin: str | None, host: str | None) -> None:
 
 def is_local_host(host: str | None) -> bool:
     """True when a Host header names this machine (localhost or a loopback address)."""
-    if not host:
+    if not host or any(c in host for c in "@/\\?#"):
         return False
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
     name = name.strip("[]").lower()

@@ -238,8 +238,15 @@ def parse_recurrence(spec: str, timezone: str, *, now: datetime) -> Recurrence:
     ``timezone`` is an IANA name (``Europe/Berlin``); ``now`` is an aware datetime. Raises
     :class:`ScheduleError` with a one-line explanation when the schedule cannot be used: bad
     syntax, unknown time zone, a one-shot not in the future, a local time that does not
-    exist, a cron expression that never fires.
+    exist, a cron expression that never fires, a time past what a date can hold.
     """
+    try:
+        return _parse(spec, timezone, now=now)
+    except OverflowError:
+        raise ScheduleError(f"{' '.join(spec.split())!r} is too far away") from None
+
+
+def _parse(spec: str, timezone: str, *, now: datetime) -> Recurrence:
     now = _as_utc(now, "now")
     key = timezone.strip()
     zone = _zone(key)

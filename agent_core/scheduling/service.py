@@ -84,13 +84,16 @@ class Schedules:
             if found not in targets:
                 targets.append(found)
         recurrence = parse_recurrence(spec, timezone or self.limits.timezone, now=now)
-        gap = min_gap(recurrence, start=now)
+        try:
+            gap = min_gap(recurrence, start=now)
+            first = recurrence.next_after(now - timedelta(microseconds=1))
+        except OverflowError:
+            raise ScheduleError(f"{recurrence.describe()} is too far away") from None
         if gap is not None and gap < self.limits.min_interval:
             raise ScheduleError(
                 f"{recurrence.describe()} runs every {_seconds(gap)}; the minimum here is "
                 f"{_seconds(self.limits.min_interval)} (setting schedule_min_seconds)"
             )
-        first = recurrence.next_after(now - timedelta(microseconds=1))
         if first is None:
             raise ScheduleError(f"{recurrence.describe()} never fires")
         return await self._store.create_schedule(

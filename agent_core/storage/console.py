@@ -38,8 +38,16 @@ def iso(value: datetime | None) -> str | None:
 
 
 def _like(query: str) -> str:
-    escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    escaped = query.casefold().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def _holds(conn: Connection, column: Any, query: str) -> Any:
+    """``column`` holds ``query``, in any case of any script: SQLite folds with Python's
+    casefold (its own lower() knows ASCII only), PostgreSQL's ILIKE with the database's."""
+    if conn.dialect.name == "sqlite":
+        return func.chatgate_fold(column).like(_like(query), escape="\\")
+    return column.ilike(_like(query), escape="\\")
 
 
 def _snippet(text: str | None, around: str | None = None) -> str | None:
@@ -144,7 +152,7 @@ def _search(
 ) -> Json:
     hits = (
         select(messages.c.conversation_id, func.max(messages.c.id).label("hit"))
-        .where(func.lower(messages.c.text).like(_like(query), escape="\\"))
+        .where(_holds(conn, messages.c.text, query))
         .group_by(messages.c.conversation_id)
     )
     if before:

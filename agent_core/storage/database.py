@@ -81,8 +81,14 @@ def _sqlite_engine(url: str) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        # SQLite's lower() and LIKE fold ASCII only: searches fold with Python's casefold.
+        dbapi_connection.create_function("chatgate_fold", 1, _fold, deterministic=True)
 
     return engine
+
+
+def _fold(value: object) -> object:
+    return value.casefold() if isinstance(value, str) else value
 
 
 class Database:

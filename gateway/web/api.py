@@ -7,11 +7,12 @@ import contextlib
 import json
 import re
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
 
-from adapters.base import AdapterError, BadRequest, Forbidden, Unauthorized
+from adapters.base import AdapterError, BadRequest, Forbidden, Hearing, Unauthorized
 from adapters.http import json_error
 from adapters.web.auth import (
     SESSION_COOKIE,
@@ -43,7 +44,7 @@ from agent_core.journaled import Choices, item_json
 from agent_core.records import ConversationRecord
 from gateway.console_people import forget_person
 from gateway.inbound import refusal
-from gateway.routes import Handler, read_json
+from gateway.routes import PLATFORM_HEARING, Handler, read_json
 from gateway.runtime import RUNTIME
 
 STATIC = Path(__file__).with_name("static")
@@ -90,15 +91,21 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     from the page's own origin (no cross-site form posts)."""
     if request.path in ("/", "/console") or request.path.startswith(("/api/", "/static/")):
         secret = request.app[RUNTIME].settings.web_token
+        console = request.path == "/console" or request.path.startswith("/api/console/")
         try:
             if secret is None:
                 check_local(remote=request.remote, host=request.host, headers=request.headers)
+                if console:
+                    hearing: dict[str, Hearing] = request.app.get(PLATFORM_HEARING, {})
+                    check_console_without_token(list(hearing))
             elif request.path.startswith("/api/") and request.path != "/api/session":
                 check_token(
                     bearer=_bearer(request),
                     cookie=request.cookies.get(SESSION_COOKIE),
                     token=secret.get_secret_value(),
                 )
+            if console:
+                check_same_site(request.headers.get("Sec-Fetch-Site"))
             if request.method in ("POST", "DELETE"):
                 check_same_origin(origin=request.headers.get("Origin"), host=request.host)
         except Unauthorized as exc:
@@ -115,6 +122,27 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
         elif request.method == "POST" and request.content_type != "application/json":
             return json_error(415, "send the body as application/json")
     return await handler(request)
+
+
+def check_console_without_token(platforms: Collection[str]) -> None:
+    """Without a token the console answers loopback clients only while the web chat is the
+    only platform: it acts as an admin on every platform, and whoever is on this machine
+    (another user, a local service, a command the agent runs with the network on) must not
+    be able to read Slack, Telegram or Discord conversations, decide their approvals or
+    erase their people without the token."""
+    others = sorted(name for name in platforms if name != "web")
+    if others:
+        raise Forbidden(
+            f"the console needs CHATGATE_WEB_TOKEN while {', '.join(others)} is configured"
+        )
+
+
+def check_same_site(fetch_site: str | None) -> None:
+    """A browser says where a request comes from (``Sec-Fetch-Site``): the console answers
+    its own page (and typed addresses), never another site's, not even a GET (an export
+    writes to the audit log)."""
+    if fetch_site in ("cross-site", "same-site"):
+        raise Forbidden("the console answers its own page only")
 
 
 async def sign_in(request: web.Request) -> web.Response:

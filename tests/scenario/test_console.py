@@ -63,9 +63,21 @@ async def test_the_console_is_served_like_the_web_chat(
             proxied = await client.get(path, headers={header: "for=203.0.113.9"})
             assert proxied.status == 403, (path, header)
             assert "frame-ancestors 'none'" in proxied.headers["Content-Security-Policy"]
+    for header in ("X-Forwarded-Host", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP"):
+        proxied = await client.get("/api/console/turns", headers={header: "203.0.113.9"})
+        assert proxied.status == 403, header
     # A page elsewhere rebinding its name to 127.0.0.1 names itself in Host.
-    rebound = await client.get("/api/console/turns", headers={"Host": "evil.example:80"})
-    assert rebound.status == 403
+    for host in ("evil.example:80", "localhost:80@evil.example"):
+        rebound = await client.get("/api/console/turns", headers={"Host": host})
+        assert rebound.status == 403, host
+    # Another site's page, even for a GET (an export writes to the audit log).
+    for site in ("cross-site", "same-site"):
+        framed = await client.get(
+            "/api/console/export?user=web:x", headers={"Sec-Fetch-Site": site}
+        )
+        assert framed.status == 403, site
+    own = await client.get("/api/console/turns", headers={"Sec-Fetch-Site": "same-origin"})
+    assert own.status == 200
     # Writes come from the console's own origin only.
     cross = await client.post(
         "/api/console/revoke", json={"user": "slack:U1"}, headers={"Origin": "http://evil.example"}
@@ -89,6 +101,14 @@ async def test_bad_console_input_gets_a_400_not_a_500(
         "/api/console/turns?before=abc",
         "/api/console/turns?limit=-",
         "/api/console/turns?before=99999999999999999999999",
+        "/api/console/turns?before=%C2%B2",
+        "/api/console/conversations?q=hello&before=99999999999999999999999",
+        "/api/console/conversations?q=hello&before=%C2%B2",
+        "/api/console/conversations?before=2024-01-01T00:00:00%7Cx",
+        "/api/console/conversations?before=9999-12-31T23:59:59.999999-23:59%7Cx",
+        "/api/console/conversations?before=0001-01-01T00:00:00%2B23:59%7Cx",
+        "/api/console/approvals?state=decided&before=garbage",
+        "/api/console/approvals?state=decided&before=2024-01-01T00:00:00",
         "/api/console/conversations?before=nonsense",
         "/api/console/conversations?q=x&before=nonsense",
         "/api/console/usage?by=nothing",
@@ -111,6 +131,17 @@ async def test_bad_console_input_gets_a_400_not_a_500(
         ("/api/console/forget", [1, 2]),
     ):
         assert (await client.post(path, json=body)).status == 400, (path, body)
+    for spec, zone in (
+        ("every 99999999999999999999d", None),
+        ("in 99999999999999999999d", None),
+        ("9999-12-31T23:00:00-05:00", None),
+        ("9999-12-31T23:30:00", "America/New_York"),
+    ):
+        body = {"conversation_id": "none", "prompt": "x", "schedule": spec}
+        if zone:
+            body["timezone"] = zone
+        response = await client.post("/api/console/schedules", json=body)
+        assert response.status in (400, 404), spec
     deep = "[" * 100_000 + "]" * 100_000
     response = await client.post(
         "/api/console/forget", data=deep, headers={"Content-Type": "application/json"}
@@ -313,3 +344,60 @@ async def test_usage_people_and_health_pages(
     assert health["processes"][0]["rss_bytes"] > 10_000_000
     assert "web" in health["platforms"]
     assert health["journal"]["failed_turns_last_hour"] == 0
+
+
+async def test_with_another_platform_and_no_token_the_console_is_closed(
+    make_client: ClientFactory, model_server: FakeModelServer, slack: Any
+) -> None:
+    """The console acts as an admin on every platform: with Slack configured it needs the
+    token, loopback or not (the web chat itself still answers there, for web conversations)."""
+    client = await make_client(model_server, **slack.settings())
+    for path in ("/console", "/api/console/turns", "/api/console/people"):
+        response = await client.get(path)
+        assert response.status == 403, path
+        assert "CHATGATE_WEB_TOKEN" in (await response.json())["error"]
+    assert (await client.get("/api/conversations")).status == 200
+    guarded = await make_client(model_server, CHATGATE_WEB_TOKEN=TOKEN, **slack.settings())
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    assert (await guarded.get("/api/console/turns", headers=bearer)).status == 200
+
+
+async def test_the_console_is_the_web_user_for_the_two_person_rule(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """A policy that wants someone other than the requester: the console (whoever is on
+    loopback, like every web user) may not approve a web user's own request; nothing runs."""
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        '[[policy]]\ntool = "run_command"\ndecision = "ask"\n'
+        'approvers = ["role:admin"]\nself_approve = false\n'
+    )
+    model_server.script(tool_call("run_command", {"command": "echo two-person"}))
+    client = await make_client(model_server, CHATGATE_CONFIG=str(config), CHATGATE_SANDBOX="none")
+    await _post(
+        client, "/api/messages", {"conversation": "x", "text": "run it", "user": "alice"}, 202
+    )
+
+    async def pending() -> list[Any]:
+        return list((await _get(client, "/api/console/approvals"))["items"])
+
+    waiting = (await _until(pending))[0]
+    refused = await client.post(
+        f"/api/console/approvals/{waiting['id']}", json={"decision": "approve"}
+    )
+    assert refused.status == 403
+    assert len(model_server.requests) == 1
+    assert (await _get(client, "/api/console/approvals"))["items"][0]["status"] == "pending"
+
+
+async def test_search_folds_case_in_every_script(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    client = await make_client(model_server)
+    await _post(client, "/api/messages", {"conversation": "é", "text": "/help ÉCOLE ΣΟΦΙΑ"}, 202)
+    for query in ("ÉCOLE", "école", "σοφια", "ΣΟΦΙΑ"):
+        found = await _get(client, f"/api/console/conversations?q={query}")
+        assert len(found["items"]) == 1, query
+    # LIKE's wildcards are literal text.
+    assert (await _get(client, "/api/console/conversations?q=%25"))["items"] == []
+    assert (await _get(client, "/api/console/conversations?q=_"))["items"] == []

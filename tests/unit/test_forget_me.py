@@ -42,5 +42,7 @@ def test_a_press_counts_for_the_asker_only_and_not_forever() -> None:
     assert "Only the person" in forget_me.answer(erase, user="slack:U2", now=NOW)
     late = forget_me.answer(erase, user="slack:U1", now=NOW + timedelta(minutes=16))
     assert "expired" in late
-    for forged in ("", "y", "y_zz_", "x_1_2", "y_" + "f" * 30 + "_abc"):
+    ahead = forget_me.answer(erase, user="slack:U1", now=NOW - timedelta(minutes=30))
+    assert "expired" in ahead  # a value from "the future" is no good either
+    for forged in ("", "y", "y_zz_", "x_1_2", "y_" + "f" * 30 + "_abc", erase.upper()):
         assert forget_me.answer(forged, user="slack:U1", now=NOW) not in ("erase", "keep")

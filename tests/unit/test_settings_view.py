@@ -14,7 +14,9 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
         {
             "SLACK_BOT_TOKEN": token,
             "SLACK_SIGNING_SECRET": "s" * 32,
-            "CHATGATE_DATABASE_URL": "postgresql+asyncpg://chat:hunter2hunter2@db:5432/chat",
+            "CHATGATE_DATABASE_URL": "postgresql+asyncpg://chat:hunter2/hunter2?x#y@db:5432/chat",
+            "CHATGATE_MODEL_API_BASE": "http://apiuser:Pw0rd/xyz@127.0.0.1:9/v1",
+            "SLACK_API_URL": "https://bot:slackpass77@slack.example/api/",
             "CHATGATE_REDIS_URL": "redis://:redispass99@cache:6379/0?password=again99",
             "CHATGATE_MODEL_API_KEY": "sk-model-key-7777777777",
             "CHATGATE_WEB_TOKEN": "a-web-token-with-enough-length",
@@ -25,15 +27,19 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
     dumped = json.dumps(shown)
     for secret in (
         token,
-        "hunter2hunter2",
+        "hunter2",
         "redispass99",
         "again99",
         "sk-model-key",
         "a-web-token",
+        "Pw0rd",
+        "slackpass77",
     ):
         assert secret not in dumped
     assert shown["slack_bot_token"] == "set"
     assert shown["database_url"] == "postgresql+asyncpg://***@db:5432/chat"
+    assert shown["model_api_base"] == "http://***@127.0.0.1:9/v1"
     assert shown["redis_url"] == "redis://***@cache:6379/0"
     assert shown["model"] == "openai/gpt-4o-mini"
     assert shown["telegram_bot_token"] is None
+    assert shown["slack_api_url"] == "https://***@slack.example/api/"
