@@ -199,7 +199,7 @@ def _walk(
     _shot(console, "people")
 
     console.get_by_role("link", name="Usage").click()
-    expect(console.locator("svg.chart")).to_have_count(2)
+    expect(console.locator("svg.chart")).to_have_count(4)
     expect(console.locator("table")).to_contain_text("Cost")
     _shot(console, "usage")
     console.get_by_role("link", name="Audit log").click()

@@ -406,6 +406,8 @@ async function usageView(params) {
     h("p", {}, `All time: ${found.totals.model_calls} model calls, ${found.totals.prompt_tokens + found.totals.completion_tokens} tokens, ${money(found.totals.cost_usd)}.`),
     h("h3", {}, "Dollars"), barChart(found.items, (i) => i.cost_usd, "Dollars " + by),
     h("h3", {}, "Tokens"), barChart(found.items, (i) => i.tokens, "Tokens " + by),
+    h("h3", {}, "Turns"), barChart(found.items, (i) => i.turns, "Turns " + by),
+    h("h3", {}, "Tool calls"), barChart(found.items, (i) => i.tool_calls, "Tool calls " + by),
     table([by, "Turns", "Calls", "Tools", "Tokens", "Cost"], found.items.map((i) =>
       h("tr", {}, h("td", {}, i.key ?? "—"), h("td", { class: "num" }, i.turns), h("td", { class: "num" }, i.model_calls),
         h("td", { class: "num" }, i.tool_calls), h("td", { class: "num" }, i.tokens), h("td", { class: "num" }, money(i.cost_usd))))),
