@@ -272,14 +272,20 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
     (stored files no one else's message refers to any more), ``uploads`` (web uploads by
     id) and ``conversations`` (whose sandbox inboxes may hold copies of those blobs)."""
     turn_ids = _their_turns(conn, user)
-    # What still waits or runs for them stops: its content is about to go.
+    # What still waits for them ends, and what runs stops at its next step (the process
+    # running it reads the stop from the journal): its content is about to go.
     ended_turns = 0
     cancelled = 0
     for chunk in _chunks(turn_ids):
         ended_turns += conn.execute(
             update(turns)
-            .where(turns.c.id.in_(chunk), turns.c.status.in_(("pending", "running", "waiting")))
+            .where(turns.c.id.in_(chunk), turns.c.status.in_(("pending", "waiting")))
             .values(status="failed", error="erased at the person's request", finished_at=now)
+        ).rowcount
+        ended_turns += conn.execute(
+            update(turns)
+            .where(turns.c.id.in_(chunk), turns.c.status == "running")
+            .values(stop_requested_by=actor)
         ).rowcount
         cancelled += conn.execute(
             update(approvals)

@@ -506,8 +506,16 @@ def _draft_event(draft: Draft | None) -> bytes:
     return f"event: draft\ndata: {json.dumps(data)}\n\n".encode()
 
 
+async def _secure_streamed(request: web.Request, response: web.StreamResponse) -> None:
+    """A response its handler sends itself (a stream, an export) is prepared before the
+    middleware sees it: it gets the same headers here."""
+    for name, value in _SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
 def add_routes(app: web.Application) -> None:
     """Register the page, its assets and the JSON API."""
+    app.on_response_prepare.append(_secure_streamed)
     app.router.add_get("/", index)
     app.router.add_post("/api/session", sign_in)
     app.router.add_delete("/api/session", sign_out)

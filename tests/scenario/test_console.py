@@ -53,7 +53,9 @@ async def test_the_console_is_served_like_the_web_chat(
     page = await client.get("/console")
     assert page.status == 200
     assert "chatgate console" in await page.text()
-    for path in ("/console", "/api/console/turns", "/static/console.js", "/api/console/health"):
+    paths = ("/console", "/api/console/turns", "/static/console.js", "/api/console/health",
+             "/api/console/audit.jsonl")  # fmt: skip
+    for path in paths:
         response = await client.get(path)
         assert response.status == 200, path
         assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"], path
