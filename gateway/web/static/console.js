@@ -98,14 +98,21 @@ async function action(label, fn) {
 async function conversations(params) {
   title("Conversations");
   const query = params.get("q") || "";
+  const platform = params.get("platform") || "";
   const search = h("input", { type: "search", name: "q", value: query, "aria-label": "Search conversations", placeholder: "A word from any message" });
-  const form = h("form", { class: "bar", role: "search" }, search, h("button", { type: "submit" }, "Search"));
+  const pick = h("select", { name: "platform", "aria-label": "Platform" },
+    ["", "slack", "telegram", "discord", "web"].map((p) => h("option", { value: p, selected: p === platform }, p || "every platform")));
+  const form = h("form", { class: "bar", role: "search" }, search, pick, h("button", { type: "submit" }, "Search"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    location.hash = "#/conversations" + (search.value ? "?q=" + encodeURIComponent(search.value) : "");
+    const chosen = new URLSearchParams();
+    if (search.value) chosen.set("q", search.value);
+    if (pick.value) chosen.set("platform", pick.value);
+    location.hash = "#/conversations?" + chosen;
   });
   const url = new URLSearchParams({ limit: "50" });
   if (query) url.set("q", query);
+  if (platform) url.set("platform", platform);
   if (params.get("before")) url.set("before", params.get("before"));
   const page = await api("/api/console/conversations?" + url);
   const rows = page.items.map((c) =>
@@ -114,14 +121,15 @@ async function conversations(params) {
       h("td", {}, c.channel + (c.thread ? " › " + c.thread : ""), h("div", { class: "snippet" }, c.snippet || "")),
       h("td", { class: "num" }, c.turns),
       h("td", {}, when(c.updated_at))));
-  show(form, table(["Platform", "Conversation", "Turns", "Last activity"], rows), nextLink(page.next, "#/conversations", query));
+  show(form, table(["Platform", "Conversation", "Turns", "Last activity"], rows), nextLink(page.next, "#/conversations", query, platform));
   if (!rows.length) view.append(h("p", {}, query ? "No message holds that." : "No conversations yet."));
 }
 
-function nextLink(next, base, query) {
+function nextLink(next, base, query, platform) {
   if (!next) return "";
   const params = new URLSearchParams({ before: String(next) });
   if (query) params.set("q", query);
+  if (platform) params.set("platform", platform);
   return h("p", {}, h("a", { href: base + "?" + params }, "Older →"));
 }
 
