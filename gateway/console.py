@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import structlog
 from aiohttp import web
 
 from adapters.http import json_error
@@ -39,12 +38,8 @@ from gateway.inbound import refusal
 from gateway.routes import read_json
 from gateway.runtime import Runtime
 
-log = structlog.get_logger("chatgate.console")
-
 STATIC = Path(__file__).with_name("web") / "static"
 _DECISIONS: tuple[ApprovalDecision, ...] = ("approve", "allow_conversation", "deny")
-_BREAKDOWNS = ("user", "conversation", "platform", "model", "day")
-_MAX_QUERY = 200
 
 
 async def page(request: web.Request) -> web.FileResponse:

@@ -19,6 +19,7 @@ class Bad(Exception):
 
 
 def query_int(request: web.Request, name: str, *, default: int | None = None) -> int | None:
+    """A query parameter that is a non-negative 64-bit integer (ASCII digits only)."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
@@ -31,6 +32,7 @@ def query_int(request: web.Request, name: str, *, default: int | None = None) ->
 
 
 def query_text(request: web.Request, name: str) -> str | None:
+    """A query parameter as text (None when empty), short and without NUL."""
     raw = request.query.get(name)
     if raw is None or raw.strip() == "":
         return None
@@ -51,6 +53,7 @@ def moment(text: str, name: str) -> datetime:
 
 
 def query_limit(request: web.Request, *, default: int = 50, most: int = 200) -> int:
+    """``limit``, clamped to 1..``most``."""
     value = query_int(request, "limit", default=default)
     assert value is not None
     return max(1, min(value, most))
@@ -72,4 +75,5 @@ def handler(fn: Any) -> Any:
 
 
 def runtime_of(request: web.Request) -> Runtime:
+    """The gateway's runtime."""
     return request.app[RUNTIME]
