@@ -13,6 +13,7 @@ import pytest
 from tests.fakes.discord_server import CHANNEL, THREAD, FakeDiscord
 from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
+from tests.scenario.test_forget import columns_holding
 from tests.scenario.test_tool_crashes import tool_call
 
 # About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
@@ -286,7 +287,7 @@ def test_a_gateway_connection_cut_without_a_close_frame_is_deaf_until_back(
 
 
 def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
-    gateway: GatewayProcess, model_server: FakeModelServer, discord: FakeDiscord
+    gateway: GatewayProcess, model_server: FakeModelServer, database_url: str, discord: FakeDiscord
 ) -> None:
     """``forget me``: Erase / Keep buttons; someone else's press gets an ephemeral refusal
     and erases nothing; the asker's Erase erases them and the question becomes the
@@ -307,9 +308,9 @@ def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
     [refusal] = _followups(discord)
     assert refusal["flags"] & 64  # ephemeral
     assert "Only the person who asked" in refusal["content"]
-    assert len(http("GET", f"{gateway.url}/api/console/conversations?q=kumquat19")[1]["items"]) == 1
+    assert "messages.text" in columns_holding(database_url, "kumquat19")
     discord.press(question, erase, presser=ALICE)
     [edit] = discord.wait_for(f"PATCH channels/{CHANNEL}/messages/{question['id']}", 1)
     assert f"Erased discord:{ALICE}'s data" in edit["content"]
     assert edit["components"] == []
-    assert http("GET", f"{gateway.url}/api/console/conversations?q=kumquat19")[1]["items"] == []
+    assert columns_holding(database_url, "kumquat19") == []

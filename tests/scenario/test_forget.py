@@ -237,3 +237,17 @@ async def _question(client: Client, conversation_id: str, user: str) -> dict[str
             return dict(questions[-1])
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
+
+
+def columns_holding(database_url: str, needle: str) -> list[str]:
+    """``_holding`` from a test that is not async (the platform tests drive a gateway
+    process and read its database afterwards)."""
+
+    async def read() -> list[str]:
+        database = Database(database_url)
+        try:
+            return await database.read(_holding, needle)
+        finally:
+            await database.dispose()
+
+    return asyncio.run(read())

@@ -23,6 +23,7 @@ from tests.fakes.slack_server import (
     posted_ts,
     signed_headers,
 )
+from tests.scenario.test_forget import columns_holding
 from tests.scenario.test_tool_crashes import tool_call
 
 # About the adapters, not the storage: the SQLite pass runs it (tests/conftest.py).
@@ -549,7 +550,7 @@ def _until(condition: Any, timeout: float = 20) -> None:
 
 
 def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
-    gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
+    gateway: GatewayProcess, model_server: FakeModelServer, database_url: str, slack: FakeSlack
 ) -> None:
     """``/chatgate forget me``: Erase / Keep buttons; someone else's press is refused (only
     they see why) and erases nothing; the asker's Erase erases them and the question
@@ -568,7 +569,7 @@ def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
     assert _press_job(gateway, erase["action_id"], erase["value"], user="U0MALLORY", ts=ts) == 200
     [refusal] = slack.wait_for("chat.postEphemeral", 1)
     assert "Only the person who asked" in refusal["text"]
-    assert len(http("GET", f"{gateway.url}/api/console/conversations?q=quince77")[1]["items"]) == 1
+    assert "messages.text" in columns_holding(database_url, "quince77")
     assert _press_job(gateway, erase["action_id"], erase["value"], user="U0ALICE", ts=ts) == 200
     [update] = slack.wait_for("chat.update", 1)
     assert update["ts"] == ts
@@ -576,4 +577,4 @@ def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
     blocks = update["blocks"]
     blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
     assert [b["type"] for b in blocks] == ["section"]
-    assert http("GET", f"{gateway.url}/api/console/conversations?q=quince77")[1]["items"] == []
+    assert columns_holding(database_url, "quince77") == []
