@@ -282,15 +282,10 @@ async def change_schedule(request: web.Request) -> web.Response:
     if action == "edit":
         return await _edit(runtime, schedule_id, body)
     try:
+        # Audited where it happens (as every pause, resume and delete is, from any chat).
         changed = await runtime.schedules.change(schedule_id, action, user=CONSOLE_OPERATOR)
     except (NotAllowedToChange, ScheduleActionError) as exc:
         return json_error(409, str(exc))
-    await runtime.operations.record(
-        actor=CONSOLE_OPERATOR,
-        action=f"schedule.{action}",
-        subject=schedule_id,
-        conversation_id=found.conversation_id,
-    )
     return web.json_response({"id": changed.id, "status": changed.status})
 
 

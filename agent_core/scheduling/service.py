@@ -145,7 +145,7 @@ class Schedules:
         changed: ScheduleRecord | None
         if action == "pause":
             changed = await self._store.set_schedule_status(
-                schedule_id, status="paused", allowed_from=("active",)
+                schedule_id, status="paused", allowed_from=("active",), actor=user
             )
         elif action == "resume":
             upcoming = self.recurrence(found).next_after(now or utcnow())
@@ -153,11 +153,18 @@ class Schedules:
                 # A one-shot whose time passed while paused: run it once now.
                 upcoming = now or utcnow()
             changed = await self._store.set_schedule_status(
-                schedule_id, status="active", allowed_from=("paused",), next_run_at=upcoming
+                schedule_id,
+                status="active",
+                allowed_from=("paused",),
+                next_run_at=upcoming,
+                actor=user,
             )
         else:
             changed = await self._store.set_schedule_status(
-                schedule_id, status="deleted", allowed_from=("active", "paused", "done")
+                schedule_id,
+                status="deleted",
+                allowed_from=("active", "paused", "done"),
+                actor=user,
             )
         if changed is None:
             changed = await self._store.schedule(schedule_id)

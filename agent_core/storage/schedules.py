@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Row
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, NewSchedule, Planner, ScheduleRecord, ScheduleStatus
 from agent_core.scheduling.recurrence import ScheduleError
+from agent_core.storage import audit
 from agent_core.storage.schema import conversations, schedule_runs, schedule_targets, schedules
 
 """Given a due schedule: the slots to fire now, and the next fire time (None: no more)."""
@@ -172,9 +173,10 @@ def set_status(
     status: ScheduleStatus,
     allowed_from: tuple[ScheduleStatus, ...],
     next_run_at: datetime | None = None,
+    actor: str | None = None,
 ) -> ScheduleRecord | None:
     """Compare-and-set a schedule's status (and, when given, its next fire time); None
-    when it was not in one of ``allowed_from``."""
+    when it was not in one of ``allowed_from``. A change ``actor`` made is audited."""
     values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
     if next_run_at is not None:
         values["next_run_at"] = next_run_at
@@ -184,6 +186,9 @@ def set_status(
         .where(schedules.c.id == schedule_id, schedules.c.status.in_(allowed_from))
         .values(**values)
     ).rowcount
+    if changed and actor is not None:
+        verb = {"paused": "pause", "active": "resume", "deleted": "delete"}.get(status, status)
+        audit.append(conn, actor=actor, action=f"schedule.{verb}", subject=schedule_id)
     return load_schedule(conn, schedule_id) if changed else None
 
 

@@ -450,14 +450,17 @@ class Store(PeopleRows, FileRows):
         status: ScheduleStatus,
         allowed_from: tuple[ScheduleStatus, ...],
         next_run_at: datetime | None = None,
+        actor: str | None = None,
     ) -> ScheduleRecord | None:
-        """Pause, resume or delete (compare-and-set); None when the status did not allow it."""
+        """Pause, resume or delete (compare-and-set); None when the status did not allow it.
+        ``actor``: who did it, for the audit log."""
         return await self.database.write(
             schedule_sql.set_status,
             schedule_id,
             status=status,
             allowed_from=allowed_from,
             next_run_at=next_run_at,
+            actor=actor,
         )
 
     async def dispatch_due(

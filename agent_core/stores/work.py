@@ -41,8 +41,10 @@ class ScheduleStore(Protocol):
         status: ScheduleStatus,
         allowed_from: tuple[ScheduleStatus, ...],
         next_run_at: datetime | None = None,
+        actor: str | None = None,
     ) -> ScheduleRecord | None:
-        """Pause, resume or delete (compare-and-set); None when the status did not allow it."""
+        """Pause, resume or delete (compare-and-set); None when the status did not allow it.
+        ``actor``: who did it, for the audit log."""
         ...
 
     async def conversation_scope(self, conversation_id: str) -> list[str]:

@@ -403,3 +403,25 @@ async def test_search_folds_case_in_every_script(
     # LIKE's wildcards are literal text.
     assert (await _get(client, "/api/console/conversations?q=%25"))["items"] == []
     assert (await _get(client, "/api/console/conversations?q=_"))["items"] == []
+
+
+async def test_a_schedule_paused_from_the_chat_is_in_the_audit_log(
+    make_client: ClientFactory, model_server: FakeModelServer
+) -> None:
+    model_server.script(
+        tool_call("schedule_task", {"prompt": "report", "schedule": "0 9 * * *"}), "Scheduled."
+    )
+    client = await make_client(model_server)
+    accepted = await _post(
+        client, "/api/messages", {"conversation": "c", "text": "daily report at 9"}, 202
+    )
+
+    async def made() -> list[Any]:
+        return list((await _get(client, "/api/console/schedules"))["items"])
+
+    [schedule] = await _until(made)
+    assert schedule["created_by"] == "web:local"
+    await _post(client, f"/api/schedules/{schedule['id']}", {"action": "pause"})
+    entries = (await _get(client, f"/api/console/audit?q={schedule['id']}"))["items"]
+    assert [(e["action"], e["actor"]) for e in entries] == [("schedule.pause", "web:local")]
+    assert accepted["conversation_id"]
