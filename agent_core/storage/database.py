@@ -132,12 +132,26 @@ class Database:
         """Run ``fn(connection, ...)`` in a read-only transaction."""
         return await self._run(fn, args, kwargs, read_only=True)
 
+    async def write_long(
+        self, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``write`` for a transaction that may take long (an erasure, a retention pass):
+        never on the event loop, which SQLite's fast path would otherwise use."""
+        return await self._run(fn, args, kwargs, read_only=False, here=False)
+
+    async def read_long(
+        self, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``read`` for a query that may take long (a search, a sum over every model call):
+        never on the event loop."""
+        return await self._run(fn, args, kwargs, read_only=True, here=False)
+
     async def _run(
         self, fn: Callable[..., T], args: Any, kwargs: Any, *, read_only: bool, here: bool = True
     ) -> T:
         if self._sqlite is not None:
             if read_only:
-                return await self._sqlite.read(fn, args, kwargs)
+                return await self._sqlite.read(fn, args, kwargs, here=here)
             return await self._sqlite.write(fn, args, kwargs, here=here)
         assert self._async is not None
         if read_only:

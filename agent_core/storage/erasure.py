@@ -23,6 +23,7 @@ from agent_core.storage.schema import (
     approvals,
     attachments,
     conversations,
+    dead_letters,
     ingress,
     jobs,
     memories,
@@ -274,15 +275,14 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
     turn_ids = _their_turns(conn, user)
     # What still waits for them ends, and what runs stops at its next step (the process
     # running it reads the stop from the journal): its content is about to go.
-    ended_turns = 0
-    cancelled = 0
+    ended_turns = running = cancelled = 0
     for chunk in _chunks(turn_ids):
         ended_turns += conn.execute(
             update(turns)
             .where(turns.c.id.in_(chunk), turns.c.status.in_(("pending", "waiting")))
             .values(status="failed", error="erased at the person's request", finished_at=now)
         ).rowcount
-        ended_turns += conn.execute(
+        running += conn.execute(
             update(turns)
             .where(turns.c.id.in_(chunk), turns.c.status == "running")
             .values(stop_requested_by=actor)
@@ -297,6 +297,13 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
             .where(jobs.c.turn_id.in_(chunk), jobs.c.status.in_(("queued", "waiting")))
             .values(status="failed", error="erased at the person's request", finished_at=now)
         )
+    # Their memory work (fact extraction, the nightly review) ends too: a job that is
+    # running finds itself closed and stores nothing.
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.user_id == user, jobs.c.status.in_(("queued", "running", "waiting")))
+        .values(status="failed", error="erased at the person's request", finished_at=now)
+    )
     message_ids: list[int] = [
         int(i)
         for i in conn.execute(select(messages.c.id).where(messages.c.author == user)).scalars()
@@ -398,6 +405,7 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
         "schedules": len(schedule_ids),
         "files": len(hashes - still),
         "stopped_turns": int(ended_turns or 0),
+        "running_turns": int(running or 0),
         "cancelled_approvals": int(cancelled or 0),
     }
     audit.append(conn, actor=actor, action="person.erase", subject=user, detail=receipt, now=now)
@@ -412,6 +420,15 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
 # -- retention -------------------------------------------------------------------------------
 
 
+def running_turns(conn: Connection, user: str) -> int:
+    """How many of ``user``'s turns are running (an erasure waits for them to stop)."""
+    return int(
+        conn.execute(
+            select(func.count()).where(turns.c.user_id == user, turns.c.status == "running")
+        ).scalar_one()
+    )
+
+
 def expirable_turns(conn: Connection, *, before: datetime, since: datetime | None) -> list[int]:
     """Finished turns created in ``[since, before)`` (all before ``before`` when ``since``
     is None): whose journal content retention removes."""
@@ -424,9 +441,14 @@ def expirable_turns(conn: Connection, *, before: datetime, since: datetime | Non
 
 
 def expire_turns(conn: Connection, turn_ids: Sequence[int]) -> int:
-    """Remove these finished turns' journal content, transcripts and approval arguments;
-    how many steps changed."""
+    """Remove these finished turns' journal content, prompts, transcripts and approval
+    arguments; how many steps changed."""
     steps = _strip_steps(conn, turn_ids, "retention")
+    conn.execute(
+        update(turns)
+        .where(turns.c.id.in_(turn_ids), turns.c.prompt.is_not(None))
+        .values(prompt=None)
+    )
     conn.execute(
         update(attachments).where(attachments.c.turn_id.in_(turn_ids)).values(transcript=None)
     )
@@ -438,33 +460,59 @@ def expire_turns(conn: Connection, turn_ids: Sequence[int]) -> int:
     return steps
 
 
-def expire_messages(
-    conn: Connection, *, before: datetime, since: datetime | None, steps: int, actor: str
-) -> Json:
-    """Replace the text of messages (and the raw updates) received in the window, except
-    those an open turn still reads; record the pass (and ``steps``, how many journal steps
-    the pass emptied) in the audit log."""
-    window = [messages.c.created_at < before]
-    received = [ingress.c.received_at < before]
+def expire_message_batch(
+    conn: Connection, *, before: datetime, since: datetime | None, after_id: int, limit: int
+) -> tuple[int, int | None]:
+    """Replace the text of up to ``limit`` messages created in the window (ids above
+    ``after_id``), except those an open turn still reads: how many, and the last id looked
+    at (None: the window is done)."""
+    window = [messages.c.created_at < before, messages.c.id > after_id]
     if since is not None:
         window.append(messages.c.created_at >= since)
-        received.append(ingress.c.received_at >= since)
+    ids = [
+        int(i)
+        for i in conn.execute(
+            select(messages.c.id).where(*window).order_by(messages.c.id).limit(limit)
+        ).scalars()
+    ]
+    if not ids:
+        return 0, None
     open_turns = select(turns.c.id).where(turns.c.status.in_(("pending", "running", "waiting")))
     changed = conn.execute(
         update(messages)
         .where(
-            *window,
+            messages.c.id.in_(ids),
             messages.c.text.not_in((ERASED, EXPIRED)),
             or_(messages.c.turn_id.is_(None), messages.c.turn_id.not_in(open_turns)),
         )
         .values(text=EXPIRED, payload=None)
     ).rowcount
+    return int(changed or 0), ids[-1]
+
+
+def expire_rest(
+    conn: Connection,
+    *,
+    before: datetime,
+    since: datetime | None,
+    messages_changed: int,
+    steps: int,
+    actor: str,
+) -> Json:
+    """The pass's last transaction: raw platform updates received in the window are
+    emptied, updates set aside (dead letters) before ``before`` go, and the pass is
+    recorded in the audit log."""
+    received = [ingress.c.received_at < before, ingress.c.payload != "{}"]
+    if since is not None:
+        received.append(ingress.c.received_at >= since)
     conn.execute(update(ingress).where(*received).values(payload="{}"))
+    dropped = conn.execute(delete(dead_letters).where(dead_letters.c.created_at < before)).rowcount
     done: Json = {
         "before": before.isoformat(),
-        "messages": int(changed or 0),
+        "messages": messages_changed,
         "journal_steps": steps,
+        "dead_letters": int(dropped or 0),
     }
-    if changed or steps:
+    if messages_changed or steps or dropped:
         audit.append(conn, actor=actor, action="retention.expire", detail=done)
     return done

@@ -83,9 +83,10 @@ class SQLiteRunner:
             self._thread.submit(self._drain)
         return await future
 
-    async def read(self, fn: Callable[..., T], args: Any, kwargs: Any) -> T:
-        """Run ``fn(connection, *args, **kwargs)`` in a read-only transaction."""
-        if (conn := self._connection_here()) is not None:
+    async def read(self, fn: Callable[..., T], args: Any, kwargs: Any, *, here: bool = True) -> T:
+        """Run ``fn(connection, *args, **kwargs)`` in a read-only transaction: on this thread
+        when ``here`` and the database is free, else on the thread."""
+        if here and (conn := self._connection_here()) is not None:
             done, result = self._try_here(conn, fn, args, kwargs, read_only=True)
             if done:
                 return result

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,8 @@ class EchoServer:
                 body = self.rfile.read(length).decode() if length else ""
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 owner.requests.append((self.command, self.path, headers))
+                if self.path.startswith("/slow"):
+                    time.sleep(1.5)  # a call that takes a while: something can happen meanwhile
                 payload = json.dumps({"method": self.command, "headers": headers, "body": body})
                 if self.path.startswith("/disguise"):
                     payload = _disguised(headers.get("x-token", ""))

@@ -251,3 +251,46 @@ def columns_holding(database_url: str, needle: str) -> list[str]:
             await database.dispose()
 
     return asyncio.run(read())
+
+
+async def test_forget_while_their_tool_runs_leaves_nothing_it_writes_after(
+    make_client: ClientFactory, model_server: FakeModelServer, database_url: str, tmp_path: Path
+) -> None:
+    """Erased while a tool of their turn runs (a slow request that echoes their word): the
+    turn is asked to stop, the tool finishes (a call is never cut in half) and journals its
+    result, the turn stops at its next step, and the second pass, once it has, erases that
+    result. Nothing of theirs remains; the model is not called again."""
+    with EchoServer() as echo:
+        config = tmp_path / "chatgate.toml"
+        config.write_text(f'[tools.http_request]\nallowed_hosts = ["{echo.entry}"]\n')
+        model_server.script(
+            tool_call(
+                "http_request",
+                {"method": "GET", "url": f"http://{echo.host}/slow", "headers": {"X-Note": HERS}},
+            ),
+            "This answer must never be asked for.",
+        )
+        client = await make_client(model_server, CHATGATE_CONFIG=str(config))
+        accepted = await _say(client, f"look up {HERS}", "frank")
+        deadline = time.monotonic() + 20
+        while not echo.requests:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        erased = await client.post(
+            "/api/console/forget", json={"user": "web:frank", "confirm": "web:frank"}
+        )
+        assert erased.status == 200
+        receipt = await erased.json()
+    assert receipt["running_turns"] == 0  # it had stopped before the second pass
+    turn = await _turn_ends(client, accepted["turn_id"], status="failed")
+    assert turn["stopped_by"] == "console:operator"
+    assert len(model_server.requests) == 1
+    assert columns_holding_async_safe(database_url) == []
+
+
+def columns_holding_async_safe(database_url: str) -> list[str]:
+    """``columns_holding`` from inside a running event loop (a thread of its own)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(columns_holding, database_url, NEEDLE).result()
