@@ -151,7 +151,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("CHATGATE_FILE_RETENTION_DAYS", "file_retention_days"),
     )
     # Message text and journal content (tool arguments and results, model answers) older
-    # than this is removed by a nightly pass; counts and costs stay. None: kept.
+    # than this is removed (checked at start and hourly); counts and costs stay. None: kept.
     retention_days: float | None = Field(
         None, gt=0, validation_alias=AliasChoices("CHATGATE_RETENTION_DAYS", "retention_days")
     )

@@ -350,7 +350,12 @@ class ToolRound:
             seq,
             kind="tool_call",
             status="done",
-            output={"status": outcome.status, "content": content, "call_id": call.id},
+            output={
+                "status": outcome.status,
+                "content": content,
+                "call_id": call.id,
+                "tool": call.name,
+            },
         )
         return content
 

@@ -282,8 +282,10 @@ def forget(
 
     try:
         document = asyncio.run(exported())
-        target.write_text(json.dumps(document, ensure_ascii=False, indent=2))
-        target.chmod(0o600)
+        # Private from its first byte: it holds everything about a person.
+        descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(json.dumps(document, ensure_ascii=False, indent=2))
         counts = {k: len(v) for k, v in document.items() if isinstance(v, list)}
         typer.echo(
             f"exported {counts['messages']} messages, {counts['memories']} memories and "
@@ -294,6 +296,9 @@ def forget(
         receipt = asyncio.run(erased())
     except StorageError as exc:
         typer.echo(f"chatgate: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except FileExistsError:
+        typer.echo(f"chatgate: {target} exists; name another file with --export", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"erased: {json.dumps(receipt)}")
 

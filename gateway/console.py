@@ -6,7 +6,7 @@ loopback client with no proxy between. Everything here acts as the console's ope
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -22,8 +22,8 @@ from agent_core.errors import (
     NotAllowedToDecide,
     ScheduleActionError,
 )
-from agent_core.records import ApprovalDecision
-from agent_core.scheduling.recurrence import Recurrence, ScheduleError, parse_recurrence
+from agent_core.records import ApprovalDecision, ScheduleRecord
+from agent_core.scheduling.recurrence import Recurrence, ScheduleError
 from gateway import console_health, console_people
 from gateway.console_query import (
     Bad,
@@ -128,8 +128,14 @@ async def approvals(request: web.Request) -> web.Response:
 
 
 def _decided_before(request: web.Request) -> str | None:
+    """The decided approvals' cursor: ``DECIDED_AT|ID`` (the previous page's ``next``)."""
     before = query_text(request, "before")
-    return moment(before, "before").isoformat() if before else None
+    if not before:
+        return None
+    at, sep, last = before.partition("|")
+    if not sep or not 0 < len(last) <= 32:
+        raise Bad("'before' must be the 'next' value of the previous page")
+    return f"{moment(at, 'before').isoformat()}|{last}"
 
 
 async def decide(request: web.Request) -> web.Response:
@@ -164,9 +170,9 @@ def _fire_times(row: Any, count: int = 5) -> list[str]:
         return []
     try:
         recurrence = Recurrence.from_stored(row.kind, row.spec, row.timezone, row.anchor)
-    except ScheduleError:
+        zone = ZoneInfo(row.timezone)
+    except (ScheduleError, ValueError, KeyError):  # ZoneInfoNotFoundError is a KeyError
         return []
-    zone = ZoneInfo(row.timezone)
     times: list[str] = []
     at = row.next_run_at
     while at is not None and len(times) < count:
@@ -182,7 +188,10 @@ async def schedules(request: web.Request) -> web.Response:
     rows = await runtime.operations.schedules(include_deleted=request.query.get("deleted") == "1")
     items = []
     for row, targets, runs in rows:
-        described = Recurrence.from_stored(row.kind, row.spec, row.timezone, row.anchor)
+        try:
+            when = Recurrence.from_stored(row.kind, row.spec, row.timezone, row.anchor).describe()
+        except ScheduleError as exc:  # a row no release wrote: shown, not a failed page
+            when = f"unreadable schedule ({exc})"
         items.append(
             {
                 "id": row.id,
@@ -191,7 +200,7 @@ async def schedules(request: web.Request) -> web.Response:
                 "channel": row.channel,
                 "created_by": row.created_by,
                 "prompt": row.prompt,
-                "when": described.describe(),
+                "when": when,
                 "kind": row.kind,
                 "spec": row.spec,
                 "timezone": row.timezone,
@@ -280,7 +289,7 @@ async def change_schedule(request: web.Request) -> web.Response:
         await runtime.inbound.submit(job_ids)
         return web.json_response({"id": schedule_id, "jobs": job_ids})
     if action == "edit":
-        return await _edit(runtime, schedule_id, body)
+        return await _edit(runtime, found, body)
     try:
         # Audited where it happens (as every pause, resume and delete is, from any chat).
         changed = await runtime.schedules.change(schedule_id, action, user=CONSOLE_OPERATOR)
@@ -289,26 +298,22 @@ async def change_schedule(request: web.Request) -> web.Response:
     return web.json_response({"id": changed.id, "status": changed.status})
 
 
-async def _edit(runtime: Runtime, schedule_id: str, body: dict[str, Any]) -> web.Response:
+async def _edit(runtime: Runtime, found: ScheduleRecord, body: dict[str, Any]) -> web.Response:
+    """A new prompt and/or timetable, checked as a new schedule's (the zone: the one given,
+    else the schedule's own)."""
+    schedule_id = found.id
     prompt = _field(body, "prompt")
     spec = _field(body, "schedule")
-    zone = _field(body, "timezone")
+    zone = _field(body, "timezone") or found.timezone
     if prompt is None and spec is None:
         return json_error(400, "an edit changes 'prompt' and/or 'schedule'")
     recurrence: tuple[str, str, str, datetime | None] | None = None
     upcoming = None
     if spec is not None:
-        now = datetime.now(UTC)
         try:
-            parsed = parse_recurrence(spec, zone or runtime.schedules.limits.timezone, now=now)
+            parsed, upcoming = runtime.schedules.timetable(spec, zone, now=datetime.now(UTC))
         except ScheduleError as exc:
             return json_error(400, str(exc))
-        try:
-            upcoming = parsed.next_after(now - timedelta(microseconds=1))
-        except OverflowError:
-            return json_error(400, f"{parsed.describe()} is too far away")
-        if upcoming is None:
-            return json_error(400, f"{parsed.describe()} never fires")
         recurrence = (parsed.kind, parsed.spec, parsed.timezone, parsed.anchor)
     changed = await runtime.operations.edit_schedule(
         schedule_id,

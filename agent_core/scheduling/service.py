@@ -83,19 +83,7 @@ class Schedules:
                 )
             if found not in targets:
                 targets.append(found)
-        recurrence = parse_recurrence(spec, timezone or self.limits.timezone, now=now)
-        try:
-            gap = min_gap(recurrence, start=now)
-            first = recurrence.next_after(now - timedelta(microseconds=1))
-        except OverflowError:
-            raise ScheduleError(f"{recurrence.describe()} is too far away") from None
-        if gap is not None and gap < self.limits.min_interval:
-            raise ScheduleError(
-                f"{recurrence.describe()} runs every {_seconds(gap)}; the minimum here is "
-                f"{_seconds(self.limits.min_interval)} (setting schedule_min_seconds)"
-            )
-        if first is None:
-            raise ScheduleError(f"{recurrence.describe()} never fires")
+        recurrence, first = self.timetable(spec, timezone, now=now)
         return await self._store.create_schedule(
             NewSchedule(
                 conversation_id=conversation_id,
@@ -112,6 +100,27 @@ class Schedules:
                 limit=self.limits.per_conversation,
             )
         )
+
+    def timetable(
+        self, spec: str, timezone: str | None, *, now: datetime
+    ) -> tuple[Recurrence, datetime]:
+        """A schedule as typed, checked: its recurrence and first fire time. Raises
+        ``ScheduleError`` for a bad spec or zone, one more frequent than the minimum
+        interval, one too far away, one that never fires."""
+        recurrence = parse_recurrence(spec, timezone or self.limits.timezone, now=now)
+        try:
+            gap = min_gap(recurrence, start=now)
+            first = recurrence.next_after(now - timedelta(microseconds=1))
+        except OverflowError:
+            raise ScheduleError(f"{recurrence.describe()} is too far away") from None
+        if gap is not None and gap < self.limits.min_interval:
+            raise ScheduleError(
+                f"{recurrence.describe()} runs every {_seconds(gap)}; the minimum here is "
+                f"{_seconds(self.limits.min_interval)} (setting schedule_min_seconds)"
+            )
+        if first is None:
+            raise ScheduleError(f"{recurrence.describe()} never fires")
+        return recurrence, first
 
     async def listing(self, conversation_id: str, *, runs: int = 3) -> list[ScheduleRecord]:
         """This conversation's schedules with their latest runs here."""

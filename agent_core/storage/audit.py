@@ -49,18 +49,19 @@ def tool_ran(conn: Connection, turn_id: int, seq: int, status: str, *, now: date
     """A tool call's outcome was journaled: who asked (the turn's person), which tool, how
     it ended. Its arguments and result stay in the journal, where erasure reaches them."""
     row = conn.execute(
-        select(turns.c.user_id, turns.c.conversation_id, turn_steps.c.input)
+        select(turns.c.user_id, turns.c.conversation_id, turn_steps.c.input, turn_steps.c.output)
         .join(turn_steps, turn_steps.c.turn_id == turns.c.id)
         .where(turns.c.id == turn_id, turn_steps.c.seq == seq)
     ).first()
     if row is None:
         return
     given = row.input if isinstance(row.input, dict) else {}
+    said = row.output if isinstance(row.output, dict) else {}
     append(
         conn,
         actor=row.user_id,
         action="tool.call",
-        subject=str(given.get("name") or "?"),
+        subject=str(given.get("name") or said.get("tool") or "?"),
         conversation_id=row.conversation_id,
         turn_id=turn_id,
         detail={"seq": seq, "status": status},

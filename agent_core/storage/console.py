@@ -38,7 +38,7 @@ def iso(value: datetime | None) -> str | None:
 
 
 def _like(query: str) -> str:
-    escaped = query.casefold().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
 
@@ -46,7 +46,8 @@ def _holds(conn: Connection, column: Any, query: str) -> Any:
     """``column`` holds ``query``, in any case of any script: SQLite folds with Python's
     casefold (its own lower() knows ASCII only), PostgreSQL's ILIKE with the database's."""
     if conn.dialect.name == "sqlite":
-        return func.chatgate_fold(column).like(_like(query), escape="\\")
+        return func.chatgate_fold(column).like(_like(query.casefold()), escape="\\")
+    # ILIKE lowercases both sides (casefold's "ss" for "ß" would match nothing there).
     return column.ilike(_like(query), escape="\\")
 
 
@@ -444,15 +445,22 @@ def approvals_page(
     else:
         statement = statement.where(approvals.c.status != "pending")
         if before:
-            statement = statement.where(approvals.c.decided_at < datetime.fromisoformat(before))
-        statement = statement.order_by(approvals.c.decided_at.desc())
+            at, _sep, last = before.partition("|")
+            moment = datetime.fromisoformat(at)
+            statement = statement.where(
+                or_(
+                    approvals.c.decided_at < moment,
+                    and_(approvals.c.decided_at == moment, approvals.c.id < last),
+                )
+            )
+        statement = statement.order_by(approvals.c.decided_at.desc(), approvals.c.id.desc())
     rows = conn.execute(statement.limit(limit)).all()
     items: list[JsonValue] = [
         {**_approval(row), "platform": row.platform, "channel": row.channel} for row in rows
     ]
     following = None
     if not pending and len(rows) == limit and rows[-1].decided_at is not None:
-        following = rows[-1].decided_at.isoformat()
+        following = f"{rows[-1].decided_at.isoformat()}|{rows[-1].id}"
     return {"items": items, "next": following}
 
 

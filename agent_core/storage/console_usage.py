@@ -121,8 +121,11 @@ def usage(conn: Connection, *, by: str, since: str, limit: int = 100) -> list[Js
         .where(model_usage.c.day >= since)
         .group_by(key)
     )
-    ordered = key if by == "day" else func.sum(model_usage.c.cost_usd).desc()
-    rows = conn.execute(statement.order_by(ordered).limit(limit)).all()
+    # By day: the newest ``limit`` days, shown oldest first.
+    ordered = key.desc() if by == "day" else func.sum(model_usage.c.cost_usd).desc()
+    rows = list(conn.execute(statement.order_by(ordered).limit(limit)).all())
+    if by == "day":
+        rows.reverse()
     tools = _tool_calls(conn, by=by, since=since, keys=[row.key for row in rows])
     return [
         {
@@ -275,3 +278,8 @@ def health(conn: Connection, *, now: datetime) -> Json:
         ),
         "recent_errors": recent_errors,  # type: ignore[dict-item]
     }
+
+
+def platforms(conn: Connection) -> list[str]:
+    """The platforms the database has conversations of."""
+    return sorted(conn.execute(select(conversations.c.platform).distinct()).scalars())

@@ -53,6 +53,7 @@ _KEPT_OUTPUT = (
     "decision",
     "decided_by",
     "call_id",
+    "tool",
 )
 _KEPT_INPUT = ("model", "name", "call_id")
 

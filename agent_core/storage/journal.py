@@ -417,6 +417,9 @@ def finish_step(
             "finished_at": now,
         },
     )
+    if kind == "tool_call":
+        # A call that never started (refused, expired, unknown, bad arguments) is audited too.
+        audit.tool_ran(conn, turn_id, seq, _outcome(output, status), now=now)
 
 
 def _outcome(output: JsonValue, status: str) -> str:

@@ -200,6 +200,10 @@ class Operations:
         """Every model call's tokens and dollars summed."""
         return await self.database.read_long(console_usage.totals)
 
+    async def platforms(self) -> list[str]:
+        """The platforms the database has conversations of."""
+        return await self.database.read_long(console_usage.platforms)
+
     async def health(self) -> Json:
         """Failures, recoveries and the oldest open turn, from the journal."""
         return await self.database.read_long(console_usage.health, now=utcnow())

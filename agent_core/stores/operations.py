@@ -90,6 +90,10 @@ class OperatorStore(Protocol):
         """Every model call's tokens and dollars summed."""
         ...
 
+    async def platforms(self) -> list[str]:
+        """The platforms the database has conversations of."""
+        ...
+
     async def health(self) -> Json:
         """Failures, recoveries and the oldest open turn, from the journal."""
         ...

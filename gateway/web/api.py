@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 from aiohttp import BodyPartReader, web
 
@@ -97,7 +98,8 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
                 check_local(remote=request.remote, host=request.host, headers=request.headers)
                 if console:
                     hearing: dict[str, Hearing] = request.app.get(PLATFORM_HEARING, {})
-                    check_console_without_token(list(hearing))
+                    held = await _platforms_held(request.app)
+                    check_console_without_token([*hearing, *held])
             elif request.path.startswith("/api/") and request.path != "/api/session":
                 check_token(
                     bearer=_bearer(request),
@@ -124,16 +126,32 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     return await handler(request)
 
 
+_HELD = web.AppKey("platforms_held", list[Any])
+_HELD_SECONDS = 30.0
+
+
+async def _platforms_held(app: web.Application) -> list[str]:
+    """The platforms the database has conversations of (read at most every 30 s): a
+    gateway that serves only the web chat still holds what others received."""
+    cached = app[_HELD]  # [read at, platforms]: made at setup, changed in place
+    now = time.monotonic()
+    if not cached or now - cached[0] > _HELD_SECONDS:
+        cached[:] = [now, await app[RUNTIME].operations.platforms()]
+    held: list[str] = cached[1]
+    return held
+
+
 def check_console_without_token(platforms: Collection[str]) -> None:
     """Without a token the console answers loopback clients only while the web chat is the
     only platform: it acts as an admin on every platform, and whoever is on this machine
     (another user, a local service, a command the agent runs with the network on) must not
     be able to read Slack, Telegram or Discord conversations, decide their approvals or
     erase their people without the token."""
-    others = sorted(name for name in platforms if name != "web")
+    others = sorted({name for name in platforms if name != "web"})
     if others:
         raise Forbidden(
-            f"the console needs CHATGATE_WEB_TOKEN while {', '.join(others)} is configured"
+            f"the console needs CHATGATE_WEB_TOKEN while {', '.join(others)} is configured "
+            "or has conversations here"
         )
 
 
@@ -516,6 +534,7 @@ async def _secure_streamed(request: web.Request, response: web.StreamResponse) -
 def add_routes(app: web.Application) -> None:
     """Register the page, its assets and the JSON API."""
     app.on_response_prepare.append(_secure_streamed)
+    app[_HELD] = []
     app.router.add_get("/", index)
     app.router.add_post("/api/session", sign_in)
     app.router.add_delete("/api/session", sign_out)

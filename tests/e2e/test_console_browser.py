@@ -24,6 +24,7 @@ from tests.fakes.model_server import FakeModelServer, Scripted
 pytestmark = [pytest.mark.browser, pytest.mark.any_database]
 expect.set_options(timeout=30_000)
 SHOTS = ROOT / ".artifacts" / "console"
+TOKEN = "console-browser-token-5d1e7a"
 
 
 def _shot(page: Page, name: str) -> None:
@@ -90,6 +91,9 @@ def test_the_console_walkthrough(
             CHATGATE_CONFIG=str(config),
             CHATGATE_SCHEDULE_TICK_SECONDS="0.3",
             CHATGATE_SCHEDULE_MIN_SECONDS="1",
+            # A Telegram stranger's conversation joins the database below: from then on the
+            # console answers only with the token.
+            CHATGATE_WEB_TOKEN=TOKEN,
             **model_server.settings(),
         )
         gateway.start(command="run")
@@ -106,15 +110,19 @@ def _walk(
     echo: EchoServer,
     database_url: str,
 ) -> None:
-    chat = browser.new_page()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    chat = context.new_page()
     chat.goto(gateway.url + "/")
+    chat.get_by_label("Web chat token").fill(TOKEN)
+    chat.get_by_role("button", name="Sign in").click()
+    expect(chat.get_by_label("Web chat token")).to_be_hidden()
     chat.get_by_label("New conversation name").fill("ops")
     chat.get_by_role("button", name="Open").click()
     chat.get_by_label("Message").fill("please deploy the pelican build")
     chat.keyboard.press("Enter")
     expect(chat.locator("#messages li.approval .title")).to_have_text("Allow http_request?")
 
-    console = browser.new_page(viewport={"width": 1280, "height": 900})
+    console = context.new_page()  # signed in: the session cookie is the context's
     console.goto(gateway.url + "/console")
     # Find the conversation by a word of it.
     console.get_by_label("Search conversations").fill("PELICAN")
@@ -157,7 +165,10 @@ def _walk(
     _shot(console, "turn")
 
     # A schedule made here fires; paused, it does not fire at its next slots.
-    _status, listed = http("GET", f"{gateway.url}/api/console/conversations?q=pelican")
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    _status, listed = http(
+        "GET", f"{gateway.url}/api/console/conversations?q=pelican", headers=bearer
+    )
     conversation_id = listed["items"][0]["id"]
     console.get_by_role("link", name="Schedules").click()
     console.get_by_label("Conversation id").fill(conversation_id)

@@ -425,3 +425,17 @@ async def test_a_schedule_paused_from_the_chat_is_in_the_audit_log(
     entries = (await _get(client, f"/api/console/audit?q={schedule['id']}"))["items"]
     assert [(e["action"], e["actor"]) for e in entries] == [("schedule.pause", "web:local")]
     assert accepted["conversation_id"]
+
+
+async def test_without_a_token_the_console_closes_once_another_platform_has_conversations(
+    make_client: ClientFactory, model_server: FakeModelServer, database_url: str
+) -> None:
+    """A gateway that serves only the web chat, over a database that holds a Slack
+    conversation (another gateway received it): the console needs the token."""
+    from tests.scenario.test_web_api import _slack_conversation
+
+    client = await make_client(model_server)
+    await _slack_conversation(database_url)
+    response = await client.get("/api/console/turns")
+    assert response.status == 403
+    assert "slack" in (await response.json())["error"]

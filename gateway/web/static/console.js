@@ -172,7 +172,9 @@ async function turnsList(params) {
     if (user.value) chosen.set("user", user.value);
     location.hash = "#/turns?" + chosen;
   });
-  show(form, turnsTable(page.items), page.next ? h("p", {}, h("a", { href: "#/turns?before=" + page.next }, "Older →")) : "");
+  const older = new URLSearchParams({ before: String(page.next) });
+  for (const key of ["status", "user"]) if (params.get(key)) older.set(key, params.get(key));
+  show(form, turnsTable(page.items), page.next ? h("p", {}, h("a", { href: "#/turns?" + older }, "Older →")) : "");
 }
 
 function approvalLine(approval, label) {
@@ -323,10 +325,8 @@ async function people() {
     if (!who.value) return;
     const typed = window.prompt(`Erase everything about ${who.value}? This cannot be undone. Type the id again to confirm.`);
     if (typed !== who.value) return setStatus("Not erased: the id was not typed again.", true);
-    action(`erase ${who.value}`, async () => {
-      const receipt = await api("/api/console/forget", { body: { user: who.value, confirm: typed } });
-      setStatus(`Erased: ${receipt.messages} messages, ${receipt.memories} memories, ${receipt.schedules} schedules.`);
-    });
+    action(`erase ${who.value}`, () => api("/api/console/forget", { body: { user: who.value, confirm: typed } }))
+      .then((receipt) => receipt && setStatus(`Erased ${receipt.user}: ${receipt.messages} messages, ${receipt.memories} memories, ${receipt.schedules} schedules, ${receipt.files} files.`));
   } }, "Erase their data");
   const allUsers = new Set([...found.paired.map((p) => p.user), ...Object.keys(found.usage)]);
   show(
