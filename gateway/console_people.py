@@ -104,7 +104,9 @@ async def forget(request: web.Request) -> web.Response:
 
 async def forget_person(runtime: Runtime, user: str, *, actor: str) -> dict[str, Any]:
     """Erase ``user``'s data, and the files only they had sent."""
-    receipt, left = await runtime.operations.forget_person(user, actor=actor)
+    receipt, left = await runtime.operations.forget_person(
+        user, actor=actor, stop_here=lambda turn_id: runtime.runner.stop(turn_id, by=actor)
+    )
     try:
         await remove_files(
             blobs=_names(left.get("blobs")),

@@ -272,22 +272,29 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
     """Erase ``user``'s data (see the module's text). Returns the receipt (also written to
     the audit log) and the files outside the database for the caller to remove: ``blobs``
     (stored files no one else's message refers to any more), ``uploads`` (web uploads by
-    id) and ``conversations`` (whose sandbox inboxes may hold copies of those blobs)."""
+    id) and ``conversations`` (whose sandbox inboxes may hold copies of those blobs); and
+    ``running``: the ids of their turns that were running (asked to stop)."""
     turn_ids = _their_turns(conn, user)
     # What still waits for them ends, and what runs stops at its next step (the process
     # running it reads the stop from the journal): its content is about to go.
-    ended_turns = running = cancelled = 0
+    ended_turns = cancelled = 0
+    running_ids: list[int] = []
     for chunk in _chunks(turn_ids):
         ended_turns += conn.execute(
             update(turns)
             .where(turns.c.id.in_(chunk), turns.c.status.in_(("pending", "waiting")))
             .values(status="failed", error="erased at the person's request", finished_at=now)
         ).rowcount
-        running += conn.execute(
-            update(turns)
-            .where(turns.c.id.in_(chunk), turns.c.status == "running")
-            .values(stop_requested_by=actor)
-        ).rowcount
+        stopping = [
+            int(i)
+            for i in conn.execute(
+                update(turns)
+                .where(turns.c.id.in_(chunk), turns.c.status == "running")
+                .values(stop_requested_by=actor)
+                .returning(turns.c.id)
+            ).scalars()
+        ]
+        running_ids += stopping
         cancelled += conn.execute(
             update(approvals)
             .where(approvals.c.turn_id.in_(chunk), approvals.c.status == "pending")
@@ -406,7 +413,7 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
         "schedules": len(schedule_ids),
         "files": len(hashes - still),
         "stopped_turns": int(ended_turns or 0),
-        "running_turns": int(running or 0),
+        "running_turns": len(running_ids),
         "cancelled_approvals": int(cancelled or 0),
     }
     audit.append(conn, actor=actor, action="person.erase", subject=user, detail=receipt, now=now)
@@ -414,6 +421,7 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
         "blobs": list[JsonValue](sorted(hashes - still)),
         "uploads": list[JsonValue](sorted(uploads)),
         "conversations": list[JsonValue](sorted(touched)),
+        "running": list[JsonValue](running_ids),
     }
     return receipt, leftovers
 

@@ -5,6 +5,7 @@ schedule changes only an operator makes (edit, run now)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -249,16 +250,26 @@ class Operations:
         return await self.database.read_long(erasure.export, user, now=utcnow())
 
     async def forget_person(
-        self, user: str, *, actor: str, settle: float = 30.0
+        self,
+        user: str,
+        *,
+        actor: str,
+        settle: float = 30.0,
+        stop_here: Callable[[int], object] | None = None,
     ) -> tuple[Json, Json]:
         """Erase ``user``'s data; the receipt, and the files to remove. A turn of theirs
         that was running is asked to stop; whatever it wrote before it stopped (a reply, a
-        step) is erased by a second pass once it has (waiting up to ``settle`` seconds)."""
+        step) is erased by a second pass once it has (waiting up to ``settle`` seconds).
+        ``stop_here`` stops such a turn at once when this process runs it (elsewhere the
+        journal's stop reaches it within seconds)."""
         receipt, left = await self.database.write_long(
             erasure.forget, user, actor=actor, now=utcnow()
         )
         if not receipt.get("running_turns"):
             return receipt, left
+        if stop_here is not None:
+            for turn_id in _listed(left.get("running")):
+                stop_here(int(str(turn_id)))
         deadline = asyncio.get_running_loop().time() + settle
         while asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.25)

@@ -3,6 +3,7 @@ and erasure, retention, and the schedule changes only an operator makes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -130,9 +131,17 @@ class OperatorStore(Protocol):
         """Everything held about ``user``."""
         ...
 
-    async def forget_person(self, user: str, *, actor: str) -> tuple[Json, Json]:
+    async def forget_person(
+        self,
+        user: str,
+        *,
+        actor: str,
+        settle: float = 30.0,
+        stop_here: Callable[[int], object] | None = None,
+    ) -> tuple[Json, Json]:
         """Erase ``user``'s data: the receipt, and the files to remove (``blobs``,
-        ``uploads``, ``conversations``: see ``agent_core.files.erasure``)."""
+        ``uploads``, ``conversations``: see ``agent_core.files.erasure``). A running turn
+        of theirs is stopped (``stop_here`` for this process's) and what it wrote erased."""
         ...
 
     async def expire_old(self, *, days: float, actor: str = "chatgate:retention") -> Json:
