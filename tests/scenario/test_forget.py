@@ -240,8 +240,9 @@ async def _question(client: Client, conversation_id: str, user: str) -> dict[str
 
 
 def columns_holding(database_url: str, needle: str) -> list[str]:
-    """``_holding`` from a test that is not async (the platform tests drive a gateway
-    process and read its database afterwards)."""
+    """``_holding`` from a test that is not async, or from inside a running loop: in a
+    thread of its own, so the caller's thread keeps its event loop as it was."""
+    from concurrent.futures import ThreadPoolExecutor
 
     async def read() -> list[str]:
         database = Database(database_url)
@@ -250,7 +251,8 @@ def columns_holding(database_url: str, needle: str) -> list[str]:
         finally:
             await database.dispose()
 
-    return asyncio.run(read())
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
 
 
 async def test_forget_while_their_tool_runs_leaves_nothing_it_writes_after(
@@ -285,12 +287,4 @@ async def test_forget_while_their_tool_runs_leaves_nothing_it_writes_after(
     turn = await _turn_ends(client, accepted["turn_id"], status="failed")
     assert turn["stopped_by"] == "console:operator"
     assert len(model_server.requests) == 1
-    assert columns_holding_async_safe(database_url) == []
-
-
-def columns_holding_async_safe(database_url: str) -> list[str]:
-    """``columns_holding`` from inside a running event loop (a thread of its own)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(columns_holding, database_url, NEEDLE).result()
+    assert columns_holding(database_url, NEEDLE) == []

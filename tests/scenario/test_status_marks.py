@@ -126,6 +126,9 @@ def test_slack_a_turn_resumed_after_a_kill_replaces_the_mark_the_dead_process_le
         assert _post_event(gateway, _mention("think", ts="1700000800.000100"))[0] == 200
         key = (CHANNEL, "1700000800.000100")
         _wait(lambda: slack.reactions.get(key) == ["hourglass_flowing_sand"])
+        # Killed once the mark is journaled too (a mark is shown, then journaled: a kill
+        # between the two leaves the shown mark to the resumed turn's next one).
+        _wait(lambda: _journaled_mark(database_url) == "working")
         gateway.kill()
         gateway.start()
         slack.wait_for("chat.postMessage", 1)
@@ -134,3 +137,25 @@ def test_slack_a_turn_resumed_after_a_kill_replaces_the_mark_the_dead_process_le
         assert len(model_server.requests) == 2
     finally:
         gateway.stop()
+
+
+def _journaled_mark(database_url: str) -> str | None:
+    """The first turn's mark as the journal holds it (read in a thread of its own)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import text
+
+    from agent_core.storage.database import Database
+
+    async def read() -> str | None:
+        database = Database(database_url)
+        try:
+            return await database.read(
+                lambda conn: conn.execute(text("SELECT marked FROM turns WHERE id = 1")).scalar()
+            )
+        finally:
+            await database.dispose()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
