@@ -28,7 +28,7 @@ from gateway import console_health, console_people
 from gateway.console_query import (
     Bad,
     handler,
-    moment,
+    query_cursor,
     query_int,
     query_limit,
     query_text,
@@ -58,10 +58,7 @@ async def conversations(request: web.Request) -> web.Response:
     if before and query:
         before = str(query_int(request, "before"))
     elif before:
-        at, sep, last = before.partition("|")
-        if not sep or not 0 < len(last) <= 32:
-            raise Bad("'before' must be the 'next' value of the previous page")
-        before = f"{moment(at, 'before').isoformat()}|{last}"
+        before = query_cursor(request)
     found = await runtime_of(request).operations.conversations(
         query=query,
         platform=query_text(request, "platform"),
@@ -122,20 +119,9 @@ async def approvals(request: web.Request) -> web.Response:
     if state not in ("pending", "decided"):
         raise Bad("'state' must be pending or decided")
     found = await runtime_of(request).operations.approvals(
-        pending=state == "pending", before=_decided_before(request), limit=query_limit(request)
+        pending=state == "pending", before=query_cursor(request), limit=query_limit(request)
     )
     return web.json_response(found)
-
-
-def _decided_before(request: web.Request) -> str | None:
-    """The decided approvals' cursor: ``DECIDED_AT|ID`` (the previous page's ``next``)."""
-    before = query_text(request, "before")
-    if not before:
-        return None
-    at, sep, last = before.partition("|")
-    if not sep or not 0 < len(last) <= 32:
-        raise Bad("'before' must be the 'next' value of the previous page")
-    return f"{moment(at, 'before').isoformat()}|{last}"
 
 
 async def decide(request: web.Request) -> web.Response:

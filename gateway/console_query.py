@@ -52,6 +52,17 @@ def moment(text: str, name: str) -> datetime:
         raise Bad(f"'{name}' must be the 'next' value of the previous page") from None
 
 
+def query_cursor(request: web.Request, name: str = "before") -> str | None:
+    """A ``WHEN|ID`` page cursor (the previous page's ``next``), checked and in UTC."""
+    raw = query_text(request, name)
+    if not raw:
+        return None
+    at, sep, last = raw.partition("|")
+    if not sep or not 0 < len(last) <= 32:
+        raise Bad(f"'{name}' must be the 'next' value of the previous page")
+    return f"{moment(at, name).isoformat()}|{last}"
+
+
 def query_limit(request: web.Request, *, default: int = 50, most: int = 200) -> int:
     """``limit``, clamped to 1..``most``."""
     value = query_int(request, "limit", default=default)

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.errors import PairingRefused
 from agent_core.events import utcnow
-from agent_core.records import PairedUser, PairingOutcome, PairingRequest
+from agent_core.records import PairedUser, PairingOutcome, PairingRequest, PairingStatus
 from agent_core.storage import audit
 from agent_core.storage.schema import access_events, paired_users, pairing_requests
 
@@ -71,9 +71,11 @@ def request_code(
     )
 
 
-def approve(conn: Connection, code: str, *, actor: str) -> PairingRequest:
-    """Let the code's user in; raises :class:`PairingRefused` when the code cannot be used."""
-    now = utcnow()
+def _decide(
+    conn: Connection, code: str, *, status: PairingStatus, actor: str, now: datetime
+) -> tuple[str, str]:
+    """Close a pending code as ``status``: the normalized code and the code's user; raises
+    :class:`PairingRefused` when the code cannot be used."""
     _expire(conn, now)
     normalized = code.strip().upper()
     row = conn.execute(
@@ -86,43 +88,39 @@ def approve(conn: Connection, code: str, *, actor: str) -> PairingRequest:
     conn.execute(
         update(pairing_requests)
         .where(pairing_requests.c.code == normalized)
-        .values(status="approved", decided_by=actor, decided_at=now)
+        .values(status=status, decided_by=actor, decided_at=now)
     )
-    _admit(conn, row.user_id, actor=actor, code=normalized, now=now)
+    return normalized, str(row.user_id)
+
+
+def _load(conn: Connection, code: str) -> PairingRequest:
     return _request(
-        conn.execute(select(pairing_requests).where(pairing_requests.c.code == normalized)).one()
+        conn.execute(select(pairing_requests).where(pairing_requests.c.code == code)).one()
     )
+
+
+def approve(conn: Connection, code: str, *, actor: str) -> PairingRequest:
+    """Let the code's user in; raises :class:`PairingRefused` when the code cannot be used."""
+    now = utcnow()
+    normalized, user = _decide(conn, code, status="approved", actor=actor, now=now)
+    _admit(conn, user, actor=actor, code=normalized, now=now)
+    return _load(conn, normalized)
 
 
 def refuse(conn: Connection, code: str, *, actor: str) -> PairingRequest:
     """Turn a pending code down (the stranger stays out; a new message asks afresh);
     raises :class:`PairingRefused` when the code is not pending."""
     now = utcnow()
-    _expire(conn, now)
-    normalized = code.strip().upper()
-    row = conn.execute(
-        select(pairing_requests).where(pairing_requests.c.code == normalized)
-    ).first()
-    if row is None:
-        raise PairingRefused(normalized, "unknown")
-    if row.status != "pending":
-        raise PairingRefused(normalized, "expired" if row.status == "expired" else "already used")
-    conn.execute(
-        update(pairing_requests)
-        .where(pairing_requests.c.code == normalized)
-        .values(status="refused", decided_by=actor, decided_at=now)
-    )
+    normalized, user = _decide(conn, code, status="refused", actor=actor, now=now)
     audit.append(
         conn,
         actor=actor,
         action="access.refuse",
-        subject=row.user_id,
+        subject=user,
         detail={"code": normalized},
         now=now,
     )
-    return _request(
-        conn.execute(select(pairing_requests).where(pairing_requests.c.code == normalized)).one()
-    )
+    return _load(conn, normalized)
 
 
 def _admit(conn: Connection, user: str, *, actor: str, code: str | None, now: datetime) -> None:

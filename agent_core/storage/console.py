@@ -51,6 +51,18 @@ def _holds(conn: Connection, column: Any, query: str) -> Any:
     return column.ilike(_like(query), escape="\\")
 
 
+def _older(at: Any, key: Any, cursor: str) -> Any:
+    """Rows after a ``WHEN|ID`` page cursor in (``at``, ``key``) descending order: ties
+    on the time are split by the id, so no row is skipped or shown twice."""
+    when, _sep, last = cursor.partition("|")
+    moment = datetime.fromisoformat(when)
+    return or_(at < moment, and_(at == moment, key < last))
+
+
+def _cursor(at: datetime, key: object) -> str:
+    return f"{at.isoformat()}|{key}"
+
+
 def _snippet(text: str | None, around: str | None = None) -> str | None:
     """A short piece of ``text``, centred on ``around`` when it is in it."""
     if text is None:
@@ -130,14 +142,7 @@ def conversations_page(
     if platform:
         statement = statement.where(conversations.c.platform == platform)
     if before:
-        at, _sep, last_id = before.partition("|")
-        moment = datetime.fromisoformat(at)
-        statement = statement.where(
-            or_(
-                conversations.c.updated_at < moment,
-                and_(conversations.c.updated_at == moment, conversations.c.id < last_id),
-            )
-        )
+        statement = statement.where(_older(conversations.c.updated_at, conversations.c.id, before))
     rows = conn.execute(
         statement.order_by(conversations.c.updated_at.desc(), conversations.c.id.desc()).limit(
             limit
@@ -445,14 +450,7 @@ def approvals_page(
     else:
         statement = statement.where(approvals.c.status != "pending")
         if before:
-            at, _sep, last = before.partition("|")
-            moment = datetime.fromisoformat(at)
-            statement = statement.where(
-                or_(
-                    approvals.c.decided_at < moment,
-                    and_(approvals.c.decided_at == moment, approvals.c.id < last),
-                )
-            )
+            statement = statement.where(_older(approvals.c.decided_at, approvals.c.id, before))
         statement = statement.order_by(approvals.c.decided_at.desc(), approvals.c.id.desc())
     rows = conn.execute(statement.limit(limit)).all()
     items: list[JsonValue] = [
@@ -460,7 +458,7 @@ def approvals_page(
     ]
     following = None
     if not pending and len(rows) == limit and rows[-1].decided_at is not None:
-        following = f"{rows[-1].decided_at.isoformat()}|{rows[-1].id}"
+        following = _cursor(rows[-1].decided_at, rows[-1].id)
     return {"items": items, "next": following}
 
 

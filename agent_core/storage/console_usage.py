@@ -27,6 +27,8 @@ from agent_core.storage.schema import (
 
 # -- people ----------------------------------------------------------------------------------
 
+_TOKENS = func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens)
+
 
 def people(conn: Connection, *, now: datetime) -> Json:
     """Who is let in (paired, and who revoked whom), pending pairing codes, and everyone's
@@ -67,9 +69,7 @@ def people(conn: Connection, *, now: datetime) -> Json:
         for row in conn.execute(
             select(
                 model_usage.c.user_id,
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).label(
-                    "tokens"
-                ),
+                _TOKENS.label("tokens"),
                 func.sum(model_usage.c.cost_usd).label("cost"),
                 func.sum(
                     case((model_usage.c.day.startswith(month), model_usage.c.cost_usd), else_=0.0)
@@ -179,9 +179,7 @@ def spend_today(conn: Connection, *, day: str) -> Json:
         for row in conn.execute(
             select(
                 model_usage.c.user_id,
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).label(
-                    "tokens"
-                ),
+                _TOKENS.label("tokens"),
                 func.sum(model_usage.c.cost_usd).label("cost"),
             )
             .where(model_usage.c.day == day)
@@ -196,16 +194,12 @@ def spend_today(conn: Connection, *, day: str) -> Json:
         for row in conn.execute(
             select(
                 model_usage.c.conversation_id,
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).label(
-                    "tokens"
-                ),
+                _TOKENS.label("tokens"),
                 func.sum(model_usage.c.cost_usd).label("cost"),
             )
             .where(model_usage.c.conversation_id.is_not(None))
             .group_by(model_usage.c.conversation_id)
-            .order_by(
-                func.sum(model_usage.c.prompt_tokens + model_usage.c.completion_tokens).desc()
-            )
+            .order_by(_TOKENS.desc())
             .limit(20)
         )
     ]

@@ -19,7 +19,7 @@ from agent_core.events import utcnow
 from agent_core.records import PairingRequest
 from agent_core.storage import access, audit, console, console_usage, erasure
 from agent_core.storage.database import Database
-from agent_core.storage.jobs import insert_job, insert_queued_turn
+from agent_core.storage.schedules import queue_run
 from agent_core.storage.schema import maintenance, schedule_runs, schedule_targets, schedules
 from agent_core.stores.operations import AuditEntry
 
@@ -78,26 +78,15 @@ def _run_now(conn: Connection, schedule_id: str, *, actor: str, now: datetime) -
             )
         ).scalars()
     ) or [row.conversation_id]
-    created = []
-    for conversation_id in targets:
-        turn_id = insert_queued_turn(
-            conn,
-            conversation_id=conversation_id,
-            user=row.created_by,
-            prompt=row.prompt,
-            reply_to=None,
-            now=now,
-        )
-        created.append(
-            insert_job(
-                conn,
-                turn_id=turn_id,
-                conversation_id=conversation_id,
-                now=now,
-                schedule_id=schedule_id,
-                run_id=int(run_id),
-            )
-        )
+    created = queue_run(
+        conn,
+        schedule_id=schedule_id,
+        user=row.created_by,
+        prompt=row.prompt,
+        targets=targets,
+        run_id=int(run_id),
+        now=now,
+    )
     audit.append(
         conn, actor=actor, action="schedule.run_now", subject=schedule_id,
         detail={"jobs": created}, now=now,  # type: ignore[dict-item]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -192,6 +193,38 @@ def set_status(
     return load_schedule(conn, schedule_id) if changed else None
 
 
+def queue_run(
+    conn: Connection,
+    *,
+    schedule_id: str,
+    user: str,
+    prompt: str,
+    targets: Sequence[str],
+    run_id: int,
+    now: datetime,
+) -> list[int]:
+    """One run's deliveries: a queued turn and its job per target conversation; the jobs."""
+    # A late import: jobs imports this module for ``load_schedule``.
+    from agent_core.storage.jobs import insert_job, insert_queued_turn
+
+    created = []
+    for conversation_id in targets:
+        turn_id = insert_queued_turn(
+            conn, conversation_id=conversation_id, user=user, prompt=prompt, reply_to=None, now=now
+        )
+        created.append(
+            insert_job(
+                conn,
+                turn_id=turn_id,
+                conversation_id=conversation_id,
+                now=now,
+                schedule_id=schedule_id,
+                run_id=run_id,
+            )
+        )
+    return created
+
+
 def dispatch_due(
     conn: Connection, *, now: datetime, plan: Planner, limit: int
 ) -> tuple[int, list[int]]:
@@ -199,9 +232,6 @@ def dispatch_due(
 
     Returns (how many schedules were claimed, the ids of the jobs created).
     """
-    # A late import: jobs imports this module for ``load_schedule``.
-    from agent_core.storage.jobs import insert_job, insert_queued_turn
-
     query = _DUE
     if conn.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True)
@@ -233,25 +263,15 @@ def dispatch_due(
             ).scalar()
             if run_id is None:
                 continue  # another dispatcher fired this slot
-            for conversation_id in targets[row.id]:
-                turn_id = insert_queued_turn(
-                    conn,
-                    conversation_id=conversation_id,
-                    user=row.created_by,
-                    prompt=row.prompt,
-                    reply_to=None,
-                    now=now,
-                )
-                created.append(
-                    insert_job(
-                        conn,
-                        turn_id=turn_id,
-                        conversation_id=conversation_id,
-                        now=now,
-                        schedule_id=row.id,
-                        run_id=int(run_id),
-                    )
-                )
+            created += queue_run(
+                conn,
+                schedule_id=row.id,
+                user=row.created_by,
+                prompt=row.prompt,
+                targets=targets[row.id],
+                run_id=int(run_id),
+                now=now,
+            )
         conn.execute(
             update(schedules)
             .where(schedules.c.id == row.id)

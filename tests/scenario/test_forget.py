@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from agent_core.storage.database import Database
+from tests.fakes.database_reads import read_database
 from tests.fakes.http_echo import EchoServer
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.conftest import ClientFactory
@@ -240,19 +241,8 @@ async def _question(client: Client, conversation_id: str, user: str) -> dict[str
 
 
 def columns_holding(database_url: str, needle: str) -> list[str]:
-    """``_holding`` from a test that is not async, or from inside a running loop: in a
-    thread of its own, so the caller's thread keeps its event loop as it was."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    async def read() -> list[str]:
-        database = Database(database_url)
-        try:
-            return await database.read(_holding, needle)
-        finally:
-            await database.dispose()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, read()).result()
+    """``_holding`` from a test that is not async, or from inside a running loop."""
+    return read_database(database_url, _holding, needle)
 
 
 async def test_forget_while_their_tool_runs_leaves_nothing_it_writes_after(

@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
+from tests.fakes.database_reads import read_database
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.slack_server import FakeSlack
@@ -140,22 +142,8 @@ def test_slack_a_turn_resumed_after_a_kill_replaces_the_mark_the_dead_process_le
 
 
 def _journaled_mark(database_url: str) -> str | None:
-    """The first turn's mark as the journal holds it (read in a thread of its own)."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
-    from sqlalchemy import text
-
-    from agent_core.storage.database import Database
-
-    async def read() -> str | None:
-        database = Database(database_url)
-        try:
-            return await database.read(
-                lambda conn: conn.execute(text("SELECT marked FROM turns WHERE id = 1")).scalar()
-            )
-        finally:
-            await database.dispose()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, read()).result()
+    """The first turn's mark as the journal holds it."""
+    return read_database(
+        database_url,
+        lambda conn: conn.execute(text("SELECT marked FROM turns WHERE id = 1")).scalar(),
+    )
