@@ -73,8 +73,10 @@ def _matching(query: str | None, actor: str | None, action: str | None) -> Any:
     statement = select(audit_log)
     if actor:
         statement = statement.where(audit_log.c.actor == actor)
-    if action:
+    if action and action.endswith("."):  # a family: "approval." is every decision
         statement = statement.where(audit_log.c.action.startswith(action, autoescape=True))
+    elif action:  # one action, through its index (start-up reads the last config.start)
+        statement = statement.where(audit_log.c.action == action)
     if query:
         needle = f"%{_escape(query.lower())}%"
         statement = statement.where(

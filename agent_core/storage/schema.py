@@ -485,4 +485,5 @@ audit_log = Table(
     Column("detail", JSON),
     Index("ix_audit_log_at", "at"),
     Index("ix_audit_log_subject", "subject"),
+    Index("ix_audit_log_action_id", "action", "id"),
 )

@@ -32,6 +32,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_audit_log_at", "audit_log", ["at"])
     op.create_index("ix_audit_log_subject", "audit_log", ["subject"])
+    op.create_index("ix_audit_log_action_id", "audit_log", ["action", "id"])
     op.create_index("ix_conversations_updated_at", "conversations", ["updated_at"])
     op.create_index("ix_turns_user_id", "turns", ["user_id"])
     op.create_index("ix_turns_created_at", "turns", ["created_at"])
