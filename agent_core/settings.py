@@ -19,6 +19,7 @@ from pydantic import (
     AliasChoices,
     Field,
     SecretStr,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -512,6 +513,18 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _network_needs_a_token(cls, value: ToolSettings, info: ValidationInfo) -> ToolSettings:
+        # A command with the host's network reaches chatgate's own API on loopback; without
+        # a token that API trusts loopback, so one approved command could decide the next.
+        if value.run_command.network == "full" and info.data.get("web_token") is None:
+            raise ValueError(
+                '[tools.run_command] network = "full" needs CHATGATE_WEB_TOKEN set: without '
+                "it, a command could reach chatgate's own API on loopback and decide approvals"
+            )
         return value
 
     @field_validator("web_token")

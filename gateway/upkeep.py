@@ -59,9 +59,10 @@ def _names(value: Any) -> JsonValue:
     return "set" if dumped else None
 
 
-# A URL's credentials end at its last "@" before the host: a password may hold "/", "?" or
-# "#" unescaped (SQLAlchemy reads them so), which ``urlsplit`` would take for the path.
-_URL = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://(?:(?P<userinfo>[^@]*)@)?(?P<rest>.*)$", re.S)
+# A URL's credentials end at its last "@": a password may hold "/", "?", "#" or even "@"
+# unescaped (SQLAlchemy, yarl and redis-py read some of these so), which ``urlsplit`` would
+# take for the path. A path with an "@" in it is hidden too: more, never less.
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://(?:(?P<userinfo>.*)@)?(?P<rest>[^@]*)$", re.S)
 
 
 def without_credentials(url: str) -> str:

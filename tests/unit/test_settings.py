@@ -191,3 +191,18 @@ def test_a_secret_may_be_bound_to_hosts_and_doctor_warns_about_unbound_ones(
     config.write_text('[secrets.GITHUB]\nenv = "GITHUB_TOKEN"\nhosts = ["api.github.com"]\n')
     bound = load_settings({"CHATGATE_CONFIG": str(config)})
     assert _secrets(bound, {"GITHUB_TOKEN": "y"}).status == "ok"
+
+
+def test_a_command_with_the_hosts_network_needs_the_web_token(tmp_path: Path) -> None:
+    """network = "full" lets a command reach chatgate's own API on loopback, which without
+    a token trusts loopback: refused, naming both settings; with the token, allowed."""
+    from agent_core.errors import ConfigError
+
+    config = tmp_path / "chatgate.toml"
+    config.write_text('[tools.run_command]\nnetwork = "full"\n')
+    with pytest.raises(ConfigError, match="CHATGATE_WEB_TOKEN"):
+        load_settings({"CHATGATE_CONFIG": str(config)})
+    allowed = load_settings(
+        {"CHATGATE_CONFIG": str(config), "CHATGATE_WEB_TOKEN": "t" * 8 + "0123456789"}
+    )
+    assert allowed.tools.run_command.network == "full"

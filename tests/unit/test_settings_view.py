@@ -17,7 +17,7 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
             "CHATGATE_DATABASE_URL": "postgresql+asyncpg://chat:hunter2/hunter2?x#y@db:5432/chat",
             "CHATGATE_MODEL_API_BASE": "http://apiuser:Pw0rd/xyz@127.0.0.1:9/v1",
             "SLACK_API_URL": "https://bot:slackpass77@slack.example/api/",
-            "CHATGATE_REDIS_URL": "redis://:redispass99@cache:6379/0?password=again99",
+            "CHATGATE_REDIS_URL": "redis://:red@spass99@cache:6379/0?password=again99",
             "CHATGATE_MODEL_API_KEY": "sk-model-key-7777777777",
             "CHATGATE_WEB_TOKEN": "a-web-token-with-enough-length",
             "CHATGATE_MODEL": "openai/gpt-4o-mini",
@@ -28,7 +28,7 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
     for secret in (
         token,
         "hunter2",
-        "redispass99",
+        "spass99",
         "again99",
         "sk-model-key",
         "a-web-token",
