@@ -570,3 +570,16 @@ def _wire(message: ChatMessage) -> dict[str, Any]:
     if message.tool_call_id is not None:
         wired["tool_call_id"] = message.tool_call_id
     return wired
+
+
+def price(model: str, *, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What ``model`` would charge for these tokens by litellm's price list (None when the
+    list does not know the model): dry runs estimate with it."""
+    litellm = load_litellm()
+    try:
+        prompt, completion = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:  # litellm raises a bare Exception for an unmapped model
+        return None
+    return float(prompt) + float(completion)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
+from gateway import cli_replay
+
 if TYPE_CHECKING:
     from agent_core.settings import Settings
     from agent_core.storage.store import Store
@@ -391,6 +393,9 @@ def discord_invite_url() -> None:
         typer.echo(f"chatgate: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(invite_url(found.id))
+
+
+cli_replay.register(app, _settings)
 
 
 def main() -> None:
