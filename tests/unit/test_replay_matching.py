@@ -1,0 +1,102 @@
+"""Replay's pure parts: which calls count as the recorded ones, the judge's verdict, the
+similarity, and what a baseline makes a regression."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_core.replay.evals import (
+    Case,
+    CaseResult,
+    Expect,
+    Scored,
+    SuiteError,
+    load_suite,
+    verdict,
+)
+from agent_core.replay.recorded import RecordedCall, Scenario, canonical
+from agent_core.replay.report import similarity
+from agent_core.replay.runner import Recorded, Rerun
+
+
+def test_equivalent_arguments_match_and_each_recorded_call_serves_once() -> None:
+    calls = [
+        RecordedCall(name="get", arguments={"url": "https://a", "n": 2}, result="first"),
+        RecordedCall(name="get", arguments={"url": "https://a", "n": 2}, result="second"),
+    ]
+    recorded = Recorded(calls)
+    assert recorded.take("get", {"n": 2.0, "url": " https://a "}) == 0
+    assert recorded.take("get", {"url": "https://a", "n": 2}) == 1
+    assert recorded.take("get", {"url": "https://a", "n": 2}) is None  # both used
+    assert Recorded(calls).take("post", {"url": "https://a", "n": 2}) is None
+    assert Recorded(calls).take("get", {"url": "https://a", "n": 3}) is None
+    assert Recorded(calls).take("get", {"url": "https://a"}) is None
+    # True is not 1, and nested values compare in order-free form.
+    assert canonical({"b": [1.0, {"y": True, "x": " s"}]}) == {"b": [1, {"x": "s", "y": True}]}
+    assert canonical(True) is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"pass": true, "reason": "ok"}', (True, "ok")),
+        (
+            'Sure! {"pass": false, "reason": "made up a date"} hope that helps',
+            (False, "made up a date"),
+        ),
+        ('{"score": 5} then {"pass": true}', (True, "")),
+        ("PASS", (False, "the judge gave no verdict: 'PASS'")),
+        ('{"pass": "yes"}', (False, 'the judge gave no verdict: \'{"pass": "yes"}\'')),
+    ],
+)
+def test_the_judge_verdict_is_read_strictly(text: str, expected: tuple[bool, str]) -> None:
+    assert verdict(text) == expected
+
+
+def test_similarity_is_one_for_the_same_text_and_low_for_another() -> None:
+    assert similarity("a b c", "a b c") == 1.0
+    assert similarity("deploy the build now", "deploy the build later") == 0.75
+    assert similarity("yes", "no") == 0.0
+
+
+def _result(name: str, passed: bool) -> CaseResult:
+    case = Case(name=name, expect=Expect(contains=("x",)))
+    rerun = Rerun(model="m", text="x" if passed else "y")
+    from agent_core.replay.evals import CheckResult
+
+    check = CheckResult(kind="contains", what="x", passed=passed)
+    return CaseResult(case=case, scenario=Scenario(messages=("hi",)), rerun=rerun, checks=[check])
+
+
+def test_only_cases_that_did_not_fail_before_are_regressions() -> None:
+    results = (_result("a", False), _result("b", False), _result("c", True), _result("d", False))
+    scored = Scored(results=results, baseline={"a": True, "b": False, "c": False})
+    assert [r.case.name for r in scored.regressions()] == ["a", "d"]  # d is new: no baseline
+    assert [r.case.name for r in scored.fixed()] == ["c"]
+    assert Scored(results=results[2:3], baseline={}).regressions() == []
+
+
+def test_yaml_and_toml_suites_read_alike(tmp_path: Path) -> None:
+    toml = tmp_path / "s.toml"
+    toml.write_text(
+        '[[case]]\nname = "a"\nmessage = "hi"\n[case.expect]\ncontains = "hello"\n'
+        'tool_not_called = [{ name = "x", arguments = "y" }]\n'
+    )
+    yaml = tmp_path / "s.yaml"
+    yaml.write_text(
+        "cases:\n  - name: a\n    message: hi\n    expect:\n      contains: hello\n"
+        "      tool_not_called: [{name: x, arguments: y}]\n"
+    )
+    assert load_suite(toml).cases == load_suite(yaml).cases
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(
+        "cases:\n  - {name: a, message: hi, expect: {contains: x}}\n"
+        "  - {name: a, message: ho, expect: {contains: x}}\n"
+    )
+    with pytest.raises(SuiteError, match="two cases are named 'a'"):
+        load_suite(twice)
+    (tmp_path / "bad.yaml").write_text("cases: [\n")
+    with pytest.raises(SuiteError, match="not valid YAML"):
+        load_suite(tmp_path / "bad.yaml")
