@@ -50,7 +50,7 @@ from agent_core.replay.recorded import (
     arguments_text,
     history_of,
 )
-from agent_core.replay.report import page, similarity, transcript_html
+from agent_core.replay.report import call_html, page, similarity, transcript_html
 from agent_core.replay.runner import Rerun
 
 CHECK_KINDS = (
@@ -578,8 +578,7 @@ def report_html(suite: Suite, scored: Scored, *, model: str) -> str:
         state = "pass" if result.passed else "fail"
         mark = "PASS" if result.passed else "FAIL"
         calls = [
-            f'<div class="msg tool">🔧 {esc(c.name)} {esc(arguments_text(c.arguments))}'
-            f"\n→ {esc(c.result[:2000])}</div>"
+            call_html(c.name, c.arguments, c.result, css="new" if c.served == "unavailable" else "")
             for c in result.rerun.calls
         ]
         checks = "".join(

@@ -163,6 +163,10 @@ def _calls(comparison: Comparison) -> str:
     return "; ".join(parts)
 
 
+def _turns(count: int) -> str:
+    return "1 turn" if count == 1 else f"{count} turns"
+
+
 def _money(value: float) -> str:
     return f"${value:.4f}"
 
@@ -182,7 +186,7 @@ def table(comparisons: Sequence[Comparison], *, model: str) -> str:
         )
     t = totals(comparisons)
     lines.append(
-        f"{t.turns} turns: {t.same_text} with the same answer, {t.diverged} with different tool "
+        f"{_turns(t.turns)}: {t.same_text} with the same answer, {t.diverged} with different tool "
         f"calls, mean similarity {t.mean_similarity:.0%}; tokens {t.tokens_before} -> "
         f"{t.tokens_after}, cost {_money(t.cost_before)} -> {_money(t.cost_after)}, model "
         f"time {t.seconds_before:.2f} s -> {t.seconds_after:.2f} s"
@@ -208,7 +212,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.3em .6em;tex
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 .side{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;overflow-wrap:anywhere}
 .msg{white-space:pre-wrap;margin:.4em 0}.user{color:#555}.tool{background:#f5f5f7;padding:.3em}
-.new{background:#fff3cd}.skipped{background:#fde2e1}.pass{color:#1a7f37}.fail{color:#c62828}
+.new{background:#fff3cd}.skipped{background:#fde2e1}
+h2.pass,li.pass{color:#1a7f37}h2.fail,li.fail{color:#c62828}
 pre{white-space:pre-wrap;background:#f5f5f7;padding:.6em}
 """
 
@@ -228,19 +233,23 @@ def _esc(value: object) -> str:
     return html.escape(str(value))
 
 
-def _call_line(name: str, arguments: JsonValue, result: str, css: str = "") -> str:
+def call_html(
+    name: str, arguments: JsonValue, result: str, *, css: str = "", note: str | None = None
+) -> str:
+    """A tool call and its result, as a transcript shows it."""
+    noted = f" <i>({_esc(note)})</i>" if note else ""
     return (
-        f'<div class="msg tool {css}">🔧 {_esc(name)} {_esc(arguments_text(arguments))}'
-        f"\n→ {_esc(result[:2000])}</div>"
+        f'<div class="msg tool {css}"><b>tool</b> {_esc(name)} '
+        f"{_esc(arguments_text(arguments))}{noted}\n→ {_esc(result[:2000])}</div>"
     )
 
 
 def transcript_html(messages: Sequence[str], calls: Sequence[str], text: str, *, title: str) -> str:
     """One side of a side-by-side: the turn's messages, its tool calls, its answer."""
-    shown = "".join(f'<div class="msg user">👤 {_esc(m)}</div>' for m in messages)
+    shown = "".join(f'<div class="msg user"><b>person</b> {_esc(m)}</div>' for m in messages)
     return (
         f'<div class="side"><h3>{_esc(title)}</h3>{shown}{"".join(calls)}'
-        f'<div class="msg">🤖 {_esc(text)}</div></div>'
+        f'<div class="msg answer"><b>answer</b> {_esc(text)}</div></div>'
     )
 
 
@@ -249,7 +258,7 @@ def to_html(comparisons: Sequence[Comparison], *, model: str, system_prompt: str
     t = totals(comparisons)
     parts = [
         f"<h1>Replay against {_esc(model)}</h1>",
-        f"<p>{t.turns} turns: {t.same_text} with the same answer, {t.diverged} with different "
+        f"<p>{_turns(t.turns)}: {t.same_text} with the same answer, {t.diverged} with different "
         f"tool calls, mean similarity {t.mean_similarity:.0%}.</p>",
         "<table><tr><th></th><th>recorded</th><th>replay</th></tr>",
         f"<tr><td>tokens</td><td>{t.tokens_before}</td><td>{t.tokens_after}</td></tr>",
@@ -262,17 +271,21 @@ def to_html(comparisons: Sequence[Comparison], *, model: str, system_prompt: str
         o = c.turn.original
         skipped = {id(s) for s in c.skipped}
         before = [
-            _call_line(
-                call.name, call.arguments, call.result, "skipped" if id(call) in skipped else ""
+            call_html(
+                call.name,
+                call.arguments,
+                call.result,
+                css="skipped" if id(call) in skipped else "",
+                note=call.approval,
             )
             for call in o.calls
         ]
         after = [
-            _call_line(
+            call_html(
                 call.name,
                 call.arguments,
                 call.result,
-                "new" if call.served == "unavailable" else "",
+                css="new" if call.served == "unavailable" else "",
             )
             for call in c.rerun.calls
         ]
