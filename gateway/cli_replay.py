@@ -236,6 +236,10 @@ def eval_suite(
     ),
     turn_id: int | None = typer.Argument(None, help="with add: the journaled turn"),
     to: Annotated[Path | None, typer.Option(help="with add: the TOML suite to add it to")] = None,
+    feedback: str | None = typer.Option(
+        None, help="with add: every turn rated up, down or any (instead of TURN_ID)"
+    ),
+    limit: int = typer.Option(50, min=1, max=10_000, help="with add --feedback: at most"),
     model: str | None = typer.Option(None, help="the model to score (litellm name)"),
     api_base: str | None = typer.Option(None, help="its server (OpenAI-compatible)"),
     judge_model: str | None = typer.Option(None, help="the model that grades judge checks"),
@@ -263,9 +267,14 @@ def eval_suite(
     baseline. chatgate eval add TURN_ID --to SUITE makes a case of a real turn."""
     settings = _settings_loader()
     if suite == "add":
-        if turn_id is None or to is None:
-            raise _fail("eval add: chatgate eval add TURN_ID --to SUITE.toml")
-        _add_case(settings, turn_id, to)
+        if (turn_id is None) == (feedback is None) or to is None:
+            raise _fail(
+                "eval add: chatgate eval add TURN_ID --to SUITE.toml, or "
+                "chatgate eval add --feedback down --to SUITE.toml"
+            )
+        if feedback not in (None, "up", "down", "any"):
+            raise _fail("--feedback: up, down or any")
+        _add_cases(settings, to, turn_id=turn_id, feedback=feedback, limit=limit)
         return
     if turn_id is not None:
         raise _fail(f"eval: unexpected argument {turn_id} (did you mean eval add?)")
@@ -311,27 +320,39 @@ def register(app: typer.Typer, settings_loader: Callable[[], Settings]) -> None:
     app.command("eval")(eval_suite)
 
 
-def _add_case(settings: Settings, turn_id: int, suite: Path) -> None:
-    """Append a journaled turn to a TOML suite as a case (the file is made when new)."""
+def _add_cases(
+    settings: Settings, suite: Path, *, turn_id: int | None, feedback: str | None, limit: int
+) -> None:
+    """Append journaled turns to a TOML suite as cases (the file is made when new): one
+    turn, or every turn rated so."""
     from agent_core.replay.evals import case_toml
+    from agent_core.replay.recorded import Selection
 
     if suite.suffix != ".toml":
         raise _fail("eval add: cases are added to a .toml suite")
-    found = _with_recordings(
-        settings, lambda recordings: recordings.turn(turn_id, history_limit=HISTORY_LIMIT)
-    )
-    if found is None:
-        raise _fail(f"eval add: turn {turn_id} does not exist or never called the model", 1)
-    text = case_toml(found)
+
+    async def found(recordings: Recordings) -> list[RecordedTurn]:
+        ids = [turn_id] if turn_id is not None else []
+        if feedback is not None:
+            ids = await recordings.select(Selection(feedback=feedback, limit=limit))
+        turns = [await recordings.turn(i, history_limit=HISTORY_LIMIT) for i in ids]
+        return [t for t in turns if t is not None]
+
+    turns = _with_recordings(settings, found)
+    if not turns:
+        what = f"turn {turn_id} does not exist or never called the model"
+        raise _fail(f"eval add: {what if feedback is None else 'no turn is rated ' + feedback}", 1)
     fresh = not suite.exists()
     try:
         with suite.open("a", encoding="utf-8") as out:
             if fresh:
                 out.write(f"[suite]\nname = {json.dumps(suite.stem)}\n")
-            out.write(text)
+            for turn in turns:
+                out.write(case_toml(turn))
     except OSError as exc:
         raise _fail(f"cannot write {suite}: {exc}", 1) from None
-    typer.echo(f"turn {turn_id} added to {suite} as a case")
+    for turn in turns:
+        typer.echo(f"turn {turn.id} added to {suite} as a case")
 
 
 async def _replay(

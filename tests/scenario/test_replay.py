@@ -304,6 +304,15 @@ async def test_replay_selects_by_rating_and_stops_at_a_budget(
         assert [t["turn_id"] for t in document["turns"]] == [turn_ids[1]]
         assert document["turns"][0]["ratings"] == ["down"]
         assert len(other.requests) == 1
+        # And eval: every turn rated down becomes a case.
+        suite = tmp_path / "rated.toml"
+        added = chatgate(
+            "eval", "add", "--feedback", "down", "--to", str(suite), cwd=tmp_path, **settings
+        )
+        assert added.returncode == 0, added.stderr
+        assert added.stdout == f"turn {turn_ids[1]} added to {suite} as a case\n"
+        assert ", rated down)" in suite.read_text()
+        assert 'message = ["two"]' in suite.read_text()
 
         # The replayer has spent tokens today: a daily token budget of 1 stops the next run.
         spent = chatgate(
