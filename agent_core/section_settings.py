@@ -100,3 +100,18 @@ class McpSettings(BaseModel):
                     f"server names are up to 24 lower-case letters, digits and -, not {name!r}"
                 )
         return value
+
+
+class ProfileSetting(BaseModel):
+    """A ``[[profile]]`` of chatgate.toml: a named model and system prompt to try
+    (``chatgate replay --profile NAME``, ``chatgate eval --profile NAME``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    # A litellm model name; unset: CHATGATE_MODEL.
+    model: str | None = Field(None, min_length=1)
+    # Its server (OpenAI-compatible); unset: CHATGATE_MODEL_API_BASE on the same provider.
+    api_base: str | None = Field(None, min_length=1)
+    # Unset: CHATGATE_SYSTEM_PROMPT.
+    system_prompt: str | None = Field(None, min_length=1)

@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_core.events import PLATFORMS
 from agent_core.permissions import PolicyRule
-from agent_core.section_settings import McpSettings, SecretSetting, ToolSettings
+from agent_core.section_settings import McpSettings, ProfileSetting, SecretSetting, ToolSettings
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are chatgate, a helpful assistant working inside a team chat. "
@@ -364,6 +364,10 @@ class Settings(BaseSettings):
     policy: list[PolicyRule] = Field(
         default_factory=list, validation_alias=AliasChoices("CHATGATE_POLICY", "policy")
     )
+    # Named models and system prompts to replay and evaluate with (``[[profile]]``).
+    profile: list[ProfileSetting] = Field(
+        default_factory=list, validation_alias=AliasChoices("CHATGATE_PROFILE", "profile")
+    )
     secrets: dict[str, SecretSetting] = Field(
         default_factory=dict, validation_alias=AliasChoices("CHATGATE_SECRETS", "secrets")
     )
@@ -480,6 +484,15 @@ class Settings(BaseSettings):
         if recurrence.kind != "cron":
             raise ValueError(f'{value!r} is not a cron expression (five fields) or "off"')
         return recurrence.spec
+
+    @field_validator("profile")
+    @classmethod
+    def _profile_names(cls, value: list[ProfileSetting]) -> list[ProfileSetting]:
+        names = [p.name for p in value]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice is not None:
+            raise ValueError(f"two profiles are named {twice!r}")
+        return value
 
     @field_validator("timezone")
     @classmethod

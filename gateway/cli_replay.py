@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agent_core.replay.evals import CaseResult, Suite
     from agent_core.replay.recorded import RecordedTurn, Selection
     from agent_core.replay.spending import RunBudget
+    from agent_core.section_settings import ProfileSetting
     from agent_core.settings import Settings
     from agent_core.storage.replay import Recordings
 
@@ -72,6 +73,19 @@ def _model(settings: Settings, name: str | None, api_base: str | None, option: s
         http=AiohttpPoster(timeout=settings.model_timeout),
         vision={"auto": None, "true": True, "false": False}[settings.model_vision],
     )
+
+
+def _profile(settings: Settings, name: str | None) -> ProfileSetting:
+    """The ``[[profile]]`` named ``name`` (an empty one for None); exit 2 when none is."""
+    from agent_core.section_settings import ProfileSetting
+
+    if name is None:
+        return ProfileSetting(name="settings")
+    for profile in settings.profile:
+        if profile.name == name:
+            return profile
+    known = ", ".join(p.name for p in settings.profile) or "none in chatgate.toml"
+    raise _fail(f"--profile: no [[profile]] named {name!r} (known: {known})")
 
 
 def _system_prompt(settings: Settings, text: str | None, file: Path | None) -> str:
@@ -179,6 +193,7 @@ def replay(
     platform: str | None = typer.Option(None, help="slack, telegram, discord or web"),
     feedback: str | None = typer.Option(None, help="only turns rated up, down or any"),
     limit: int = typer.Option(50, min=1, max=10_000, help="at most this many turns"),
+    profile: str | None = typer.Option(None, help="a [[profile]]: its model and system prompt"),
     model: str | None = typer.Option(None, help="the model to replay with (litellm name)"),
     api_base: str | None = typer.Option(None, help="its server (OpenAI-compatible)"),
     system_prompt: str | None = typer.Option(None, help="the system prompt to try"),
@@ -211,8 +226,9 @@ def replay(
         feedback=feedback,
         limit=limit,
     )
-    prompt = _system_prompt(settings, system_prompt, system_prompt_file)
-    chosen = _model(settings, model, api_base, "--model")
+    trying = _profile(settings, profile)
+    prompt = _system_prompt(settings, system_prompt or trying.system_prompt, system_prompt_file)
+    chosen = _model(settings, model or trying.model, api_base or trying.api_base, "--model")
     code = _with_recordings(
         settings,
         lambda recordings: _replay(
@@ -240,6 +256,7 @@ def eval_suite(
         None, help="with add: every turn rated up, down or any (instead of TURN_ID)"
     ),
     limit: int = typer.Option(50, min=1, max=10_000, help="with add --feedback: at most"),
+    profile: str | None = typer.Option(None, help="a [[profile]]: its model and system prompt"),
     model: str | None = typer.Option(None, help="the model to score (litellm name)"),
     api_base: str | None = typer.Option(None, help="its server (OpenAI-compatible)"),
     judge_model: str | None = typer.Option(None, help="the model that grades judge checks"),
@@ -287,8 +304,11 @@ def eval_suite(
         before = read_baseline(stored)
     except SuiteError as exc:
         raise _fail(f"eval: {exc}") from None
-    prompt = _system_prompt(settings, system_prompt or loaded.system_prompt, system_prompt_file)
-    chosen = _model(settings, model, api_base, "--model")
+    trying = _profile(settings, profile)
+    prompt = _system_prompt(
+        settings, system_prompt or trying.system_prompt or loaded.system_prompt, system_prompt_file
+    )
+    chosen = _model(settings, model or trying.model, api_base or trying.api_base, "--model")
     judge_name = judge_model or loaded.judge_model
     judge = _model(settings, judge_name, judge_api_base, "--judge-model") if judge_name else None
     run = _EvalRun(

@@ -179,9 +179,17 @@ async def test_a_replay_serves_recorded_results_and_changes_nothing(
 
         report = tmp_path / "replay.json"
         page_file = tmp_path / "replay.html"
+        # The model and system prompt to try, as a [[profile]] of chatgate.toml.
+        with config.open("a") as out:
+            out.write(
+                '[[profile]]\nname = "terse"\nmodel = "openai/replay-model"\n'
+                f'api_base = "{other.base_url}"\nsystem_prompt = "You are terse."\n'
+            )
+        unknown = chatgate("replay", "--profile", "chatty", cwd=tmp_path, **settings)
+        assert unknown.returncode == 2
+        assert "--profile: no [[profile]] named 'chatty' (known: terse)" in unknown.stderr
         result = chatgate(
-            "replay", "--conversation", conversation, "--model", "openai/replay-model",
-            "--api-base", other.base_url, "--system-prompt", "You are terse.",
+            "replay", "--conversation", conversation, "--profile", "terse",
             "--json", str(report), "--html", str(page_file), cwd=tmp_path, **settings,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
