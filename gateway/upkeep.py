@@ -40,6 +40,16 @@ def settings_view(settings: Settings) -> dict[str, JsonValue]:
             shown[name] = _names(value)
         elif name.endswith(_URL_SUFFIXES) and isinstance(value, str):
             shown[name] = without_credentials(value)
+        elif name == "profile":
+            # Each profile's server may carry credentials, as CHATGATE_MODEL_API_BASE may.
+            shown[name] = [
+                {
+                    "name": p.name,
+                    "model": p.model,
+                    "api_base": without_credentials(p.api_base) if p.api_base else None,
+                }
+                for p in value
+            ]
         elif value is None or isinstance(value, bool | int | float):
             shown[name] = value
         else:

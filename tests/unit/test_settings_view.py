@@ -21,6 +21,9 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
             "CHATGATE_MODEL_API_KEY": "sk-model-key-7777777777",
             "CHATGATE_WEB_TOKEN": "a-web-token-with-enough-length",
             "CHATGATE_MODEL": "openai/gpt-4o-mini",
+            "CHATGATE_PROFILE": json.dumps(
+                [{"name": "local", "model": "openai/m", "api_base": "http://u:profpass5@h:1/v1"}]
+            ),
         }
     )
     shown = settings_view(settings)
@@ -34,6 +37,7 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
         "a-web-token",
         "Pw0rd",
         "slackpass77",
+        "profpass5",
     ):
         assert secret not in dumped
     assert shown["slack_bot_token"] == "set"
@@ -43,3 +47,6 @@ def test_secrets_show_as_set_and_urls_lose_their_credentials() -> None:
     assert shown["model"] == "openai/gpt-4o-mini"
     assert shown["telegram_bot_token"] is None
     assert shown["slack_api_url"] == "https://***@slack.example/api/"
+    assert shown["profile"] == [
+        {"name": "local", "model": "openai/m", "api_base": "http://***@h:1/v1"}
+    ]
