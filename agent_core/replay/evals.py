@@ -32,6 +32,7 @@ results come from the database, as in a replay.
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -206,10 +207,16 @@ def _tools(raw: Any, where: str) -> tuple[RecordedCall, ...]:
             raise SuiteError(f"{here}: expected a table with a name")
         if not isinstance(item.get("result", ""), str):
             raise SuiteError(f"{here}.result: expected text")
+        arguments = item.get("arguments", {})
+        if "arguments_json" in item:
+            try:
+                arguments = json.loads(str(item["arguments_json"]))
+            except ValueError:
+                raise SuiteError(f"{here}.arguments_json: not JSON") from None
         found.append(
             RecordedCall(
                 name=item["name"],
-                arguments=item.get("arguments", {}),
+                arguments=arguments,
                 result=item.get("result", ""),
                 status=str(item.get("status", "ok")),
             )
@@ -600,26 +607,47 @@ def report_html(suite: Suite, scored: Scored, *, model: str) -> str:
     return page(f"chatgate eval: {suite.name}", "".join(parts))
 
 
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string: JSON's escapes are TOML's, and DEL, which JSON
+    leaves bare and TOML refuses, is escaped too."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _inline(value: JsonValue) -> str | None:
+    """``value`` as a TOML inline value, or None when TOML cannot hold it (null, inf)."""
+    if isinstance(value, dict):
+        parts = [(toml_string(str(k)), _inline(v)) for k, v in value.items()]
+        if any(v is None for _k, v in parts):
+            return None
+        return "{ " + ", ".join(f"{k} = {v}" for k, v in parts) + " }"
+    if isinstance(value, list):
+        items = [_inline(v) for v in value]
+        return None if any(i is None for i in items) else "[" + ", ".join(map(str, items)) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        return toml_string(value)
+    return None
+
+
+def _arguments_line(arguments: JsonValue) -> str:
+    """A recorded call's arguments: a TOML table when TOML can hold them, else their JSON."""
+    table = _inline(arguments) if isinstance(arguments, dict) else None
+    if table is not None:
+        return f"arguments = {table}"
+    return f"arguments_json = {toml_string(json.dumps(arguments, ensure_ascii=False))}"
+
+
 def case_toml(turn: RecordedTurn) -> str:
     """A ``[[case]]`` holding a journaled turn whole (its context and recorded tool results),
     with checks drawn from what it did: the same tools called, an answer like its own."""
     scenario = turn.scenario
 
-    def s(value: str) -> str:
-        return json.dumps(value, ensure_ascii=False)  # a TOML basic string
-
-    def inline(value: JsonValue) -> str:
-        if isinstance(value, dict):
-            return "{ " + ", ".join(f"{s(str(k))} = {inline(v)}" for k, v in value.items()) + " }"
-        if isinstance(value, list):
-            return "[" + ", ".join(inline(v) for v in value) + "]"
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if value is None:
-            return '""'
-        if isinstance(value, int | float):
-            return json.dumps(value)
-        return s(str(value))
+    s = toml_string
 
     first = " ".join(scenario.messages[0].split()[:6]) if scenario.messages else ""
     lines = [
@@ -642,7 +670,7 @@ def case_toml(turn: RecordedTurn) -> str:
         lines += [
             "[[case.tools]]",
             f"name = {s(call.name)}",
-            f"arguments = {inline(call.arguments)}",
+            _arguments_line(call.arguments),
             f"result = {s(call.result)}",
             f"status = {s(call.status)}",
         ]

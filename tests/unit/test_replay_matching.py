@@ -100,3 +100,50 @@ def test_yaml_and_toml_suites_read_alike(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("cases: [\n")
     with pytest.raises(SuiteError, match="not valid YAML"):
         load_suite(tmp_path / "bad.yaml")
+
+
+def test_a_turn_made_a_case_reads_back_whole_whatever_its_text(tmp_path: Path) -> None:
+    """Hostile text (quotes, triple quotes, backslashes, newlines, DEL, TOML syntax) and
+    arguments TOML cannot hold (null, infinity) survive ``eval add``'s round trip."""
+    from datetime import UTC, datetime
+
+    from agent_core.model import ChatMessage
+    from agent_core.replay.evals import case_toml
+    from agent_core.replay.recorded import Original, RecordedTurn
+
+    nasty = 'a "quote" """ \\ back\nline\x7fdel ]]\n[[case]]\nname = "x" 🚀\t\x01'
+    calls = (
+        RecordedCall(name="t1", arguments={"q": nasty, "n": [1, 2.5, True]}, result=nasty),
+        RecordedCall(name="t2", arguments={"gone": None, "far": float("inf")}, result="r"),
+        RecordedCall(name="t3", arguments="not json at all", result="r3", status="error"),
+    )
+    turn = RecordedTurn(
+        id=5,
+        conversation_id="c",
+        platform="web",
+        user="web:local",
+        created_at=datetime(2026, 12, 1, tzinfo=UTC),
+        status="done",
+        scenario=Scenario(
+            messages=(nasty, "second"),
+            history=(ChatMessage(role="user", content=nasty),),
+            summary=nasty,
+        ),
+        original=Original(text=nasty, calls=calls),
+        ratings=("down",),
+    )
+    suite = tmp_path / "s.toml"
+    suite.write_text("[suite]\nname = 's'\n" + case_toml(turn))
+    [case] = load_suite(suite).cases
+    assert case.scenario is not None
+    assert case.scenario.messages == (nasty, "second")
+    assert case.scenario.summary == nasty
+    assert case.scenario.history == (ChatMessage(role="user", content=nasty),)
+    assert [(c.name, c.result, c.status) for c in case.tools] == [
+        (c.name, c.result, c.status) for c in calls
+    ]
+    assert case.tools[0].arguments == {"q": nasty, "n": [1, 2.5, True]}
+    assert case.tools[1].arguments == {"gone": None, "far": float("inf")}
+    assert case.tools[2].arguments == "not json at all"
+    assert case.expect.similar_to == nasty
+    assert [p.name for p in case.expect.tool_called] == ["t1", "t2", "t3"]
