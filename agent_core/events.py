@@ -131,6 +131,24 @@ class ButtonPress(_FromPlatform):
     message: MessageRef | None = None
 
 
+Rating: TypeAlias = Literal["up", "down"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction(_FromPlatform):
+    """A person put a 👍 or 👎 on a message (``added``), or took it off.
+
+    ``message_id`` is the platform's id of the message reacted to; ``thread`` is None
+    where the platform does not say which thread it is in (Slack, Telegram): the message
+    is found in any thread of ``channel``. Other emojis never become a ``Reaction``.
+    """
+
+    kind: Literal["reaction"] = "reaction"
+    message_id: str
+    rating: Rating
+    added: bool = True
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reply:
     """Text from the agent to a conversation; ``idempotency_key`` makes a resend safe."""
@@ -202,7 +220,7 @@ class Edit:
     payload: dict[str, JsonValue] | None = None
 
 
-InboundEvent: TypeAlias = InboundMessage | ButtonPress
+InboundEvent: TypeAlias = InboundMessage | ButtonPress | Reaction
 OutboundEvent: TypeAlias = Reply | ApprovalPrompt | Edit
 Event: TypeAlias = InboundEvent | OutboundEvent
 

@@ -9,7 +9,7 @@ from typing import Literal, NamedTuple, TypeAlias
 
 from pydantic import JsonValue
 
-from agent_core.events import ConversationKey
+from agent_core.events import ConversationKey, Rating
 
 Role: TypeAlias = Literal["user", "assistant", "approval", "system"]
 TurnStatus: TypeAlias = Literal["pending", "running", "waiting", "done", "failed"]
@@ -200,6 +200,35 @@ class Accepted:
     busy_mode: BusyMode | None = None
     # A lane held the conversation's lease when the message came: its turn waits.
     behind: bool = False
+    # The feedback row this message answered ("what went wrong?"): no turn was opened.
+    answered: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RatedMessage:
+    """One of the agent's messages a person may rate: which turn sent it, and where."""
+
+    message_id: int
+    turn_id: int
+    conversation_id: str
+    conversation: ConversationKey
+    platform_message_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RatingChange:
+    """What a 👍/👎 (or taking one off) did to a person's rating of a turn."""
+
+    feedback_id: int | None
+    rating: Rating | None
+    previous: Rating | None
+    # When "what went wrong?" was posted for this rating (None: not yet).
+    asked_at: datetime | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the rating is not what it was."""
+        return self.rating != self.previous
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from pydantic import JsonValue
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Connection
 
+from agent_core.storage import feedback
 from agent_core.storage.schema import (
     approvals,
     conversations,
@@ -355,6 +356,7 @@ def timeline(conn: Connection, turn_id: int) -> Json | None:
         "steps": steps,
         "approvals": list(asked.values()),
         "messages": said,
+        "feedback": feedback.for_turn(conn, turn_id),
     }
 
 

@@ -2,7 +2,7 @@
 removal (erasure); and the retention pass that removes everyone's old text.
 
 Erasure keeps the shape of what happened and removes what was said: messages become a
-tombstone, memories and schedules go, and the journal keeps each step's kind, status,
+tombstone, memories, ratings and schedules go, and the journal keeps each step's kind, status,
 timing, model, tokens and cost while losing its text, arguments and results. Model spend
 (``model_usage``) is not touched, so every total and budget reads the same after. The
 person's id stays where it keys a count (turns, usage, access history, the audit log)."""
@@ -24,6 +24,7 @@ from agent_core.storage.schema import (
     attachments,
     conversations,
     dead_letters,
+    feedback,
     ingress,
     jobs,
     memories,
@@ -194,6 +195,21 @@ def export(conn: Connection, user: str, *, now: datetime) -> Json:
                 .where(model_usage.c.user_id == user)
                 .group_by(model_usage.c.day, model_usage.c.model)
                 .order_by(model_usage.c.day)
+            )
+        ],
+        "feedback": [
+            {
+                "turn_id": int(row.turn_id),
+                "conversation_id": row.conversation_id,
+                "message_id": row.message_id,
+                "rating": row.rating,
+                "comment": row.comment,
+                "asked_at": _iso(row.asked_at),
+                "created_at": _iso(row.created_at),
+                "updated_at": _iso(row.updated_at),
+            }
+            for row in conn.execute(
+                select(feedback).where(feedback.c.user_id == user).order_by(feedback.c.id)
             )
         ],
         "access": {
@@ -376,6 +392,9 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
             .values(summary=None, summary_turn=None)
         )
     memories_removed = conn.execute(delete(memories).where(memories.c.user_id == user)).rowcount
+    # Their ratings go whole: a comment is their words, and a bare rating says what they
+    # thought. (The audit log keeps that they rated, by ids.)
+    rated = conn.execute(delete(feedback).where(feedback.c.user_id == user)).rowcount
     if conn.dialect.name == "sqlite":
         # The full-text index keeps deleted terms in its segments until they are merged.
         conn.execute(text("INSERT INTO memories_fts(memories_fts) VALUES ('optimize')"))
@@ -410,6 +429,7 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
         "turns": len(turn_ids),
         "journal_steps": steps,
         "memories": int(memories_removed or 0),
+        "ratings": int(rated or 0),
         "schedules": len(schedule_ids),
         "files": len(hashes - still),
         "stopped_turns": int(ended_turns or 0),
@@ -450,8 +470,9 @@ def expirable_turns(conn: Connection, *, before: datetime, since: datetime | Non
 
 
 def expire_turns(conn: Connection, turn_ids: Sequence[int]) -> int:
-    """Remove these finished turns' journal content, prompts, transcripts and approval
-    arguments; how many steps changed."""
+    """Remove these finished turns' journal content, prompts, transcripts, approval
+    arguments and the comments on their replies (the ratings stay: they hold no text);
+    how many steps changed."""
     steps = _strip_steps(conn, turn_ids, "retention")
     conn.execute(
         update(turns)
@@ -465,6 +486,11 @@ def expire_turns(conn: Connection, turn_ids: Sequence[int]) -> int:
         update(approvals)
         .where(approvals.c.turn_id.in_(turn_ids), approvals.c.status != "pending")
         .values(arguments={"removed": "retention"})
+    )
+    conn.execute(
+        update(feedback)
+        .where(feedback.c.turn_id.in_(turn_ids), feedback.c.comment != "")
+        .values(comment=EXPIRED)
     )
     return steps
 

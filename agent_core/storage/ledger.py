@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey, InboundMessage, utcnow
+from agent_core.feedback import ANSWER_WINDOW, comment_of
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
@@ -32,6 +33,7 @@ from agent_core.records import (
 )
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import attachments as attachment_rows
+from agent_core.storage import feedback as feedback_rows
 from agent_core.storage import journal
 from agent_core.storage.schema import (
     conversations,
@@ -156,6 +158,16 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
         },
     ).one()
     conversation_id = str(conversation.id)
+    # The person was asked "what went wrong?" here: this message is the answer, kept with
+    # their rating and never a turn (the model does not see it).
+    answered = (
+        feedback_rows.awaiting(conn, conversation_id, event.user, since=now - ANSWER_WINDOW)
+        if open_turn
+        else None
+    )
+    if answered is not None:
+        open_turn = False
+        feedback_rows.answer(conn, answered, comment=comment_of(event.text), now=now)
     turn_id = (
         int(
             conn.execute(
@@ -214,6 +226,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
         duplicate=False,
         busy_mode=conversation.busy_mode,
         behind=conversation.lease_expires_at is not None and conversation.lease_expires_at > now,
+        answered=answered,
     )
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from agent_core.events import utcnow
 from agent_core.records import PairingRequest
-from agent_core.storage import access, audit, console, console_usage, erasure
+from agent_core.storage import access, audit, console, console_usage, erasure, feedback
 from agent_core.storage.database import Database
 from agent_core.storage.schedules import queue_run
 from agent_core.storage.schema import maintenance, schedule_runs, schedule_targets, schedules
@@ -189,6 +189,16 @@ class Operations:
     async def totals(self) -> Json:
         """Every model call's tokens and dollars summed."""
         return await self.database.read_long(console_usage.totals)
+
+    async def feedback(self, *, rating: str | None, before: int | None, limit: int) -> Json:
+        """Rated turns, the newest rating first (``rating``: only ups or downs)."""
+        return await self.database.read_long(
+            feedback.page, rating=rating, before=before, limit=limit
+        )
+
+    async def feedback_totals(self, *, since: datetime) -> dict[str, int]:
+        """👍 and 👎 given or changed since ``since``."""
+        return await self.database.read_long(feedback.totals_since, since=since)
 
     async def platforms(self) -> list[str]:
         """The platforms the database has conversations of."""

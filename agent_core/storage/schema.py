@@ -109,6 +109,8 @@ messages = Table(
     # A person's messages (export and erasure), and the oldest ones (retention).
     Index("ix_messages_author", "author"),
     Index("ix_messages_created_at", "created_at"),
+    # A reaction names the message it is on by the platform's id (``feedback``).
+    Index("ix_messages_platform_message_id", "platform_message_id"),
 )
 
 # The files that came with messages (see ``agent_core.files``): one row per file, made
@@ -486,4 +488,29 @@ audit_log = Table(
     Index("ix_audit_log_at", "at"),
     Index("ix_audit_log_subject", "subject"),
     Index("ix_audit_log_action_id", "action", "id"),
+)
+
+# A person's 👍 or 👎 on one of the agent's replies (``agent_core.feedback``): one per turn
+# and person, the latest reaction wins; removing it removes the row. ``asked_at`` is when
+# "what went wrong?" was posted after a 👎; while ``comment`` is NULL and that was under
+# ``feedback.ANSWER_WINDOW`` ago, the person's next message there is the comment (never
+# a turn). ``comment`` is '' when they said "skip".
+feedback = Table(
+    "feedback",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("message_id", Id, ForeignKey("messages.id")),
+    Column("user_id", String(255), nullable=False),
+    # "up" | "down"
+    Column("rating", String(8), nullable=False),
+    Column("comment", Text),
+    Column("asked_at", UTCDateTime()),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("turn_id", "user_id", name="uq_feedback_turn_user"),
+    Index("ix_feedback_rating_turn", "rating", "turn_id"),
+    Index("ix_feedback_conversation_id", "conversation_id"),
+    Index("ix_feedback_user_id", "user_id"),
 )

@@ -52,6 +52,7 @@ from agent_core.storage import owners as owner_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
+from agent_core.storage.feedback_rows import FeedbackRows
 from agent_core.storage.files import FileRows
 from agent_core.storage.people import PeopleRows
 
@@ -59,10 +60,11 @@ from agent_core.storage.people import PeopleRows
 _IDS_PER_READ = 500
 
 
-class Store(PeopleRows, FileRows):
+class Store(PeopleRows, FileRows, FeedbackRows):
     """All reads and writes chatgate makes (what concerns people, memory and access in
     :class:`~agent_core.storage.people.PeopleRows`; the files messages carry in
-    :class:`~agent_core.storage.files.FileRows`)."""
+    :class:`~agent_core.storage.files.FileRows`; ratings of replies in
+    :class:`~agent_core.storage.feedback_rows.FeedbackRows`)."""
 
     def __init__(self, database: Database) -> None:
         self.database = database

@@ -6,7 +6,7 @@ implements them all over SQLAlchemy, and only the bootstraps (``gateway.app``,
 ``workers.bootstrap``, the CLI) build it. :class:`Storage` is every concern at once, for the
 processes' runtimes. The Protocols live by what they are about: ``conversations`` (the
 ledger, the journal, marks), ``people`` (approvals, access), ``work`` (schedules, jobs,
-locks) and ``memory`` (memory, usage).
+locks), ``memory`` (memory, usage) and ``feedback`` (ratings of replies).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agent_core.stores.conversations import Journal, Ledger, Marks
+from agent_core.stores.feedback import FeedbackStore
 from agent_core.stores.files import FileRecords
 from agent_core.stores.memory import MemoryStore, UsageStore
 from agent_core.stores.people import AccessStore, ApprovalStore
@@ -22,6 +23,7 @@ from agent_core.stores.work import JobStore, LockStore, ScheduleStore
 __all__ = [
     "AccessStore",
     "ApprovalStore",
+    "FeedbackStore",
     "FileRecords",
     "JobStore",
     "Journal",
@@ -39,6 +41,7 @@ class Storage(
     Ledger,
     Journal,
     FileRecords,
+    FeedbackStore,
     ApprovalStore,
     AccessStore,
     ScheduleStore,

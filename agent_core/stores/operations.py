@@ -91,6 +91,15 @@ class OperatorStore(Protocol):
         """Every model call's tokens and dollars summed."""
         ...
 
+    async def feedback(self, *, rating: str | None, before: int | None, limit: int) -> Json:
+        """A page of rated turns, the newest rating first: ``rating`` up or down only,
+        ``before`` a rating id."""
+        ...
+
+    async def feedback_totals(self, *, since: datetime) -> dict[str, int]:
+        """👍 and 👎 given or changed since ``since``."""
+        ...
+
     async def platforms(self) -> list[str]:
         """The platforms the database has conversations of."""
         ...

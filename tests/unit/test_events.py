@@ -16,6 +16,7 @@ from agent_core.events import (
     Event,
     InboundMessage,
     MessageRef,
+    Reaction,
     Reply,
     event_from_json,
     event_to_json,
@@ -54,6 +55,17 @@ EVENTS: list[Event] = [
         platform_event_id="i-1",
         received_at=WHEN,
     ),
+    Reaction(
+        platform="slack",
+        workspace="T1",
+        channel="C1",
+        user="slack:U1",
+        message_id="1700.2",
+        rating="down",
+        added=False,
+        platform_event_id="react:Ev1",
+        received_at=WHEN,
+    ),
     Reply(conversation=WHERE, text="**hi**", reply_to="1700.1", idempotency_key="5:2"),
     ApprovalPrompt(
         conversation=WHERE,
@@ -85,6 +97,7 @@ def test_every_event_kind_is_covered() -> None:
     assert kinds == {
         "InboundMessage",
         "ButtonPress",
+        "Reaction",
         "Reply",
         "ApprovalPrompt",
         "Edit",
