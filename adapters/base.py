@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
 from agent_core.delivery import Outbound
-from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform
+from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform, Reaction
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileSource
 from agent_core.records import Accepted
@@ -104,11 +104,12 @@ Refuse = Callable[[str], Awaitable[None]]
 
 
 class EventSink(Protocol):
-    """The one callable the gateway hands every adapter: where messages and presses go."""
+    """The one callable the gateway hands every adapter: where messages, presses and
+    reactions go."""
 
     async def __call__(
         self,
-        event: InboundMessage | ButtonPress,
+        event: InboundMessage | ButtonPress | Reaction,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,
@@ -117,7 +118,8 @@ class EventSink(Protocol):
         returned) and its turn runs after; a message that only replies in a thread
         (``raw["addressed"]`` False) is dropped unless the agent talks there already. A
         press is decided (an approval, or a schedule's pause, resume or delete); a person
-        who may not is told through ``refuse``.
+        who may not is told through ``refuse``. A reaction (👍/👎) rates the agent's reply
+        it is on (``agent_core.feedback``).
 
         ``deadline``: return after this many seconds at most, for platforms that must
         be answered in time; the work goes on. A message not stored by then raises
@@ -228,7 +230,7 @@ def heard(sink: EventSink, hearing: Hearing) -> EventSink:
     """``sink``, noting in ``hearing`` that each event arrived."""
 
     async def forward(
-        event: InboundMessage | ButtonPress,
+        event: InboundMessage | ButtonPress | Reaction,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,

@@ -22,6 +22,7 @@ from agent_core.access import with_operator
 from agent_core.approvals import Approvals
 from agent_core.delivery import OutboundRouter
 from agent_core.faults import FaultPoints
+from agent_core.feedback import Feedback
 from agent_core.files.bucket import BucketBlobs, store_for
 from agent_core.files.retention import FileRetention
 from agent_core.gatekeeper import Gatekeeper
@@ -44,6 +45,7 @@ from gateway.platforms import Platforms, gateway_hooks
 from gateway.runtime import RUNTIME, Runtime
 from gateway.supervisor import Supervisor
 from gateway.web import api
+from gateway.web import feedback as web_feedback
 from workers.bootstrap import (
     access_policy,
     budget_limits,
@@ -147,6 +149,7 @@ def build_app(
     )
     routes.add_routes(app)
     api.add_routes(app)
+    web_feedback.add_routes(app)
     console.add_routes(app)
     chosen = model if model is not None else build_model(settings)
     faults = FaultPoints(settings.test_fault)
@@ -267,6 +270,7 @@ def build_app(
                     marks=outbound if settings.status_marks else None,
                 ),
                 commands=commands,
+                feedback=Feedback(store, outbound, may_talk=gate.may_talk, shown=hub.publish),
                 files=files,
                 uploads=Uploads(settings.state_dir.resolve(), bucket),
                 operations=Operations(database),

@@ -9,6 +9,7 @@ from typing import Protocol
 import structlog
 
 from adapters.web.send import WebHub
+from agent_core import feedback
 from agent_core.approvals import Approvals
 from agent_core.commands import ParsedCommand, parse_command
 from agent_core.delivery import Outbound
@@ -94,7 +95,7 @@ class Inbound:
         ``stored`` is called as soon as it is in the ledger, before the rest (a command's
         answer) is done. ``/approve ID`` and ``/deny ID`` decide at once instead of opening
         a turn. Strangers and senders over their rate are kept (acknowledged) but open no
-        turn.
+        turn, and so is a person's answer to "what went wrong?" after their 👎.
         """
         command = parse_command(event.text)
         admission = await self._gate.admit(event)
@@ -122,6 +123,11 @@ class Inbound:
         elif command is not None:
             await self._gate.spend(event)
             await self._command(command, event, accepted)
+        elif accepted.answered is not None:
+            # What went wrong, after a 👎: kept with the rating (in the ledger's
+            # transaction), never a turn.
+            await self._gate.spend(event)
+            await self._gate.tell(event, accepted, feedback.acknowledgement(event.text))
         else:
             await self._gate.spend(event)
             mode = accepted.busy_mode or self._busy_mode

@@ -28,6 +28,7 @@ from agent_core.events import (
     Edit,
     InboundMessage,
     Platform,
+    Reaction,
     utcnow,
 )
 from agent_core.faults import FaultPoints
@@ -56,7 +57,8 @@ _SCHEDULE_ACTIONS: dict[ButtonAction, ScheduleAction] = {
 
 class Sink:
     """The gateway's :class:`adapters.base.EventSink`: messages into the ingress ledger
-    (answering by the platform's deadline, the rest in the background), presses decided."""
+    (answering by the platform's deadline, the rest in the background), presses decided,
+    reactions kept as ratings."""
 
     def __init__(self, app: web.Application, adapters: Mapping[Platform, ChatAdapter]) -> None:
         self._app = app
@@ -65,7 +67,7 @@ class Sink:
 
     async def __call__(
         self,
-        event: InboundMessage | ButtonPress,
+        event: InboundMessage | ButtonPress | Reaction,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,
@@ -73,6 +75,11 @@ class Sink:
         runtime = self._app[RUNTIME]
         if isinstance(event, ButtonPress):
             await asyncio.wait({self.run(self._press(runtime, event, refuse))}, timeout=deadline)
+            return None
+        if isinstance(event, Reaction):
+            # A rating is an upsert: a platform's retry finds it made, a lost one is a
+            # person reacting again. So it is not ledgered, and answered by the deadline.
+            await asyncio.wait({self.run(runtime.feedback.react(event))}, timeout=deadline)
             return None
         # A reply in a thread is answered only where the agent already talks.
         if (

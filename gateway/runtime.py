@@ -9,6 +9,7 @@ from aiohttp import web
 
 from adapters.web.send import WebHub
 from adapters.web.uploads import Uploads
+from agent_core.feedback import Feedback
 from agent_core.files.blobs import Blobs
 from agent_core.loop import TurnRunner
 from agent_core.scheduling.service import Schedules
@@ -35,6 +36,8 @@ class Runtime:
     schedules: Schedules
     inbound: Inbound
     commands: ChatCommands
+    # Ratings of the agent's replies (reactions, the web chat's buttons).
+    feedback: Feedback
     # The file store, and where web uploads wait (the web adapter's).
     files: Blobs
     uploads: Uploads

@@ -1,6 +1,6 @@
 """Discord's inbound side: discord.py's gateway connection (DMs, guild messages, message
-content), button presses through ``ui.DynamicItem`` so buttons sent before a restart
-still work.
+content, reactions), button presses through ``ui.DynamicItem`` so buttons sent before a
+restart still work.
 
 discord.py resumes the session after a disconnect (Discord replays what was missed; the
 ingress ledger drops what is already stored); a new session reads what no session heard
@@ -22,7 +22,7 @@ from aiohttp import web
 
 from adapters.base import Check, EventSink, GatewayHooks, Hearing, Lock, SenderLifecycle
 from adapters.discord.catch_up import MARK_EVERY, CatchUp, Mark
-from adapters.discord.parse import MessageFacts, attachment, button_press, inbound
+from adapters.discord.parse import MessageFacts, attachment, button_press, inbound, reaction
 from adapters.discord.render import button_class
 from adapters.discord.send import DiscordSender, point_at
 from agent_core.events import InboundMessage, Platform, utcnow
@@ -44,7 +44,8 @@ _RETRY_CAP_SECONDS = 30.0
 
 def intents() -> discord.Intents:
     """What chatgate reads: guilds (channels and threads), guild and direct messages and
-    their content (a privileged intent, switched on in the developer portal)."""
+    their content (a privileged intent, switched on in the developer portal), and
+    reactions in both (👍/👎 as feedback; not privileged)."""
     import discord
 
     wanted = discord.Intents.none()
@@ -52,6 +53,8 @@ def intents() -> discord.Intents:
     wanted.guild_messages = True
     wanted.dm_messages = True
     wanted.message_content = True
+    wanted.guild_reactions = True
+    wanted.dm_reactions = True
     return wanted
 
 
@@ -193,6 +196,14 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
                 outer.hearing.heard()
                 await outer.on_message(message, sink)
 
+            async def on_raw_reaction_add(self, event: discord.RawReactionActionEvent) -> None:
+                outer.hearing.heard()
+                await outer.on_reaction(event, sink, added=True)
+
+            async def on_raw_reaction_remove(self, event: discord.RawReactionActionEvent) -> None:
+                outer.hearing.heard()
+                await outer.on_reaction(event, sink, added=False)
+
             async def chatgate_press(self, interaction: discord.Interaction, custom: str) -> None:
                 await outer.on_press(interaction, custom, sink)
 
@@ -297,6 +308,32 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             await self._hooks.hear_until("discord", at)
         except Exception as exc:
             log.warning("could not keep discord's hearing mark", error=repr(exc))
+
+    async def on_reaction(
+        self, event: discord.RawReactionActionEvent, sink: EventSink, *, added: bool
+    ) -> None:
+        """👍/👎 on a message (raw: chatgate keeps no message cache). Not caught up after a
+        gap in the session, like presses: a lost one is a person reacting again."""
+        assert self.client is not None
+        assert self.client.user is not None
+        if event.emoji.id is not None:
+            return  # a server's own emoji
+        author = event.message_author_id
+        rated = reaction(
+            user=str(event.user_id),
+            bot_id=str(self.client.user.id),
+            guild_id=str(event.guild_id) if event.guild_id else None,
+            channel_id=str(event.channel_id),
+            message_id=str(event.message_id),
+            emoji=event.emoji.name or "",
+            added=added,
+            author_id=str(author) if author is not None else None,
+        )
+        if rated is not None:
+            try:
+                await sink(rated)
+            except Exception:
+                log.exception("keeping a discord reaction failed", message_id=event.message_id)
 
     async def on_press(
         self, interaction: discord.Interaction, custom: str, sink: EventSink

@@ -12,6 +12,10 @@ either from a recorded gateway dispatch (the contract tests) or from discord.py'
 
 Only DMs, messages that mention the bot (or reply to it), and messages in threads the bot
 is in count; other bots, webhooks and system messages are ignored.
+
+A 👍 or 👎 added to or removed from a message (``MESSAGE_REACTION_ADD`` / ``_REMOVE``) is a
+:class:`~agent_core.events.Reaction` when the message is the bot's (as far as the event
+says: Discord names the author on adds only) and the reactor is not the bot.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import BadRequest
+from adapters.reactions import rating_of
 from agent_core.events import (
     Attachment,
     ButtonAction,
@@ -29,6 +34,7 @@ from agent_core.events import (
     ConversationKey,
     InboundMessage,
     MessageRef,
+    Reaction,
 )
 
 DM = "@me"
@@ -144,6 +150,58 @@ def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
         attachments=facts.attachments,
         reply_to=facts.message_id,
         raw={"channel_id": facts.channel_id},
+    )
+
+
+def reaction(
+    *,
+    user: str,
+    bot_id: str,
+    guild_id: str | None,
+    channel_id: str,
+    message_id: str,
+    emoji: str,
+    added: bool,
+    author_id: str | None = None,
+) -> Reaction | None:
+    """A reaction added or removed, as a rating (None for other emoji, the bot's own
+    reaction, or a message someone else wrote). ``channel_id`` may be a thread: the
+    gateway finds the message in the conversation that has it as channel or thread."""
+    rating = rating_of(emoji)
+    if rating is None or user == bot_id or (author_id is not None and author_id != bot_id):
+        return None
+    return Reaction(
+        platform="discord",
+        workspace=guild_id or DM,
+        channel=channel_id,
+        user=user_id(user),
+        message_id=message_id,
+        rating=rating,
+        added=added,
+        platform_event_id=f"react:{message_id}:{user}:{rating}:{'add' if added else 'remove'}",
+        raw={"channel_id": channel_id},
+    )
+
+
+def parse_reaction(data: Mapping[str, Any], *, added: bool, bot_id: str) -> Reaction | None:
+    """A ``MESSAGE_REACTION_ADD`` / ``MESSAGE_REACTION_REMOVE`` dispatch's data."""
+    emoji = data.get("emoji")
+    if not isinstance(emoji, Mapping) or not all(
+        k in data for k in ("user_id", "channel_id", "message_id")
+    ):
+        raise BadRequest("a reaction needs 'user_id', 'channel_id', 'message_id' and 'emoji'")
+    if emoji.get("id") is not None:
+        return None  # a server's own emoji, whatever its name
+    author = data.get("message_author_id")
+    return reaction(
+        user=str(data["user_id"]),
+        bot_id=bot_id,
+        guild_id=str(data["guild_id"]) if data.get("guild_id") else None,
+        channel_id=str(data["channel_id"]),
+        message_id=str(data["message_id"]),
+        emoji=str(emoji.get("name") or ""),
+        added=added,
+        author_id=str(author) if author is not None else None,
     )
 
 

@@ -3,7 +3,8 @@ slash command on one Request URL) and Socket Mode.
 
 Our own check of the signature comes first, over the raw bytes (bolt parses the body
 before it verifies, and a malformed timestamp makes its verifier raise). A message event,
-nearly all of the traffic, is then parsed once and stored directly; everything else
+nearly all of the traffic, is then parsed once and stored directly, and so is a reaction
+(a rating of a reply); everything else
 (``url_verification``, presses, slash commands, other events, and Socket Mode) goes
 through slack-bolt, told not to verify again. Socket Mode requests come over the
 authenticated socket.
@@ -38,7 +39,7 @@ from adapters.base import (
 )
 from adapters.http import json_error, too_large
 from adapters.payloads import load_form, load_json, same_secret
-from adapters.slack.parse import parse_action, parse_command, parse_event
+from adapters.slack.parse import parse_action, parse_command, parse_event, parse_reaction
 from adapters.slack.send import SlackSender
 from agent_core.events import Platform
 from agent_core.settings import Settings
@@ -118,25 +119,31 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
         router.add_post("/slack/events", events)
 
     async def _message(self, body: object, sink: EventSink) -> web.Response | None:
-        """A message event (``app_mention``, ``message``) stored without bolt: the body is
-        parsed and signed already, and these need none of bolt's listeners or middleware
-        (the bot's own messages are dropped by :func:`parse_event`, from ``auth.test``'s
-        bot user, as bolt's authorization learns it). None for anything else: bolt's.
+        """A message event (``app_mention``, ``message``) or a reaction (``reaction_added``,
+        ``reaction_removed``) handled without bolt: the body is parsed and signed already,
+        and these need none of bolt's listeners or middleware (the bot's own messages and
+        reactions are dropped by the parsers, from ``auth.test``'s bot user, as bolt's
+        authorization learns it). None for anything else: bolt's.
 
-        200 once the message is in the ledger (or ignored); 500 when the database was too
-        slow (Slack delivers it again), or while ``auth.test`` fails (bolt would answer 200
-        there and lose the message)."""
+        200 once the message is in the ledger (or ignored) or the rating kept; 500 when the
+        database was too slow (Slack delivers it again), or while ``auth.test`` fails (bolt
+        would answer 200 there and lose the message). ``BadRequest`` for a malformed one."""
         if not isinstance(body, dict) or body.get("type") != "event_callback":
             return None
         event = body.get("event")
-        if not isinstance(event, dict) or event.get("type") not in ("app_mention", "message"):
+        kind = event.get("type") if isinstance(event, dict) else None
+        if kind not in ("app_mention", "message", "reaction_added", "reaction_removed"):
             return None
         try:
             bot_user, _bot = await self.sender.identity()
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("slack auth.test failed; Slack delivers the event again", error=str(exc))
             return json_error(500, "cannot tell the bot's own messages apart yet; try again")
-        parsed = parse_event(body, bot_user=bot_user or None)
+        parsed = (
+            parse_reaction(body, bot_user=bot_user or None)
+            if kind in ("reaction_added", "reaction_removed")
+            else parse_event(body, bot_user=bot_user or None)
+        )
         if parsed is not None:
             try:
                 await sink(parsed, deadline=ACK_SECONDS)
@@ -264,11 +271,20 @@ def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
         with contextlib.suppress(NotStoredInTime):
             await sink(parse_command(command), deadline=ACK_SECONDS)
 
+    async def reaction(body: dict[str, Any], context: dict[str, Any]) -> None:
+        """👍/👎 on the bot's reply (Socket Mode; over HTTP they come the direct way): a
+        rating, kept by the deadline."""
+        parsed = parse_reaction(body, bot_user=context.get("bot_user_id"))
+        if parsed is not None:
+            await sink(parsed, deadline=ACK_SECONDS)
+
     async def ignore(body: dict[str, Any]) -> None:
         """Other event types: acknowledged so Slack does not retry them."""
 
     bolt.event("app_mention")(event)
     bolt.event("message")(event)
+    bolt.event("reaction_added")(reaction)
+    bolt.event("reaction_removed")(reaction)
     bolt.event(re.compile(".*"))(ignore)
     bolt.action(re.compile("^chatgate_"))(action)
     bolt.command(re.compile(".*"))(command)

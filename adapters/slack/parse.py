@@ -10,6 +10,10 @@ test it). Identity:
 - users are ``slack:{user_id}`` (the form ``CHATGATE_ADMINS`` uses).
 
 The bot's own messages, other bots, edits, deletions and other subtypes are ignored.
+
+A ``reaction_added`` / ``reaction_removed`` of 👍 or 👎 on a message the bot wrote is a
+:class:`~agent_core.events.Reaction`; its item names the channel and ``ts`` only (not the
+thread), so the message is looked for in every thread of the channel.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from agent_core.events import (
     ConversationKey,
     InboundMessage,
     MessageRef,
+    Rating,
+    Reaction,
 )
 
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -128,6 +134,45 @@ def _sender_team(envelope: Mapping[str, Any], event: Mapping[str, Any], team: st
         if isinstance(value, str) and value:
             return value
     return "?"
+
+
+# Slack's names for the emoji that rate a reply (a skin tone is ``+1::skin-tone-2``).
+_RATINGS: dict[str, Rating] = {"+1": "up", "thumbsup": "up", "-1": "down", "thumbsdown": "down"}
+
+
+def parse_reaction(envelope: Mapping[str, Any], *, bot_user: str | None) -> Reaction | None:
+    """A ``reaction_added`` or ``reaction_removed`` envelope as a reaction, or None when
+    it rates nothing: another emoji, an item that is not a message, a message the bot did
+    not write (``item_user``), or the bot's own reaction."""
+    event = envelope.get("event")
+    team = envelope.get("team_id")
+    if not isinstance(event, Mapping) or not isinstance(team, str):
+        raise BadRequest("an event_callback needs 'team_id' and 'event'")
+    kind = event.get("type")
+    item = event.get("item")
+    user = event.get("user")
+    if kind not in ("reaction_added", "reaction_removed") or not isinstance(item, Mapping):
+        return None
+    rating = _RATINGS.get(str(event.get("reaction") or "").partition("::")[0])
+    channel, ts = item.get("channel"), item.get("ts")
+    if rating is None or item.get("type") != "message" or not isinstance(user, str):
+        return None
+    if not (isinstance(channel, str) and isinstance(ts, str)):
+        return None
+    if bot_user is not None and (user == bot_user or event.get("item_user") != bot_user):
+        return None
+    added = kind == "reaction_added"
+    return Reaction(
+        platform="slack",
+        workspace=team,
+        channel=channel,
+        user=user_id(user),
+        message_id=ts,
+        rating=rating,
+        added=added,
+        user_team=_sender_team(envelope, event, team),
+        platform_event_id=f"react:{envelope.get('event_id') or event.get('event_ts')}",
+    )
 
 
 def mentions_bot(event: InboundMessage) -> bool:

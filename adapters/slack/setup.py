@@ -18,6 +18,7 @@ SLACK_SCOPES = (
     "files:read",
     "files:write",
     "reactions:write",
+    "reactions:read",
 )
 
 

@@ -10,6 +10,12 @@ test it). Identity:
 In groups only messages addressed to the bot count: a mention, a reply to the bot, or a
 command (``/jobs`` or ``/jobs@this_bot``). Edits, other bots, service messages and
 membership changes are ignored.
+
+A ``message_reaction`` update (a person's reactions on a message changed: Telegram sends
+the old and the new set) whose 👍 or 👎 came or went is a
+:class:`~agent_core.events.Reaction`; it names the chat and message, not the topic, and
+not who wrote the message (the gateway finds out whether it was the bot's). Telegram
+sends these to a bot only where it is an administrator (and in private chats).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import BadRequest
+from adapters.reactions import rating_of
 from agent_core.events import (
     Attachment,
     ButtonAction,
@@ -26,6 +33,8 @@ from agent_core.events import (
     ConversationKey,
     InboundMessage,
     MessageRef,
+    Rating,
+    Reaction,
 )
 
 # callback_data is at most 64 bytes: a two-letter verb, a colon and our id (``ap_`` + 12
@@ -36,7 +45,7 @@ TURN_ACTIONS: dict[str, ButtonAction] = {"st": "stop"}
 # Buttons that answer a question chatgate asked (``forget me``'s confirmation).
 CHOICE_ACTIONS: dict[str, ButtonAction] = {"fg": "forget"}
 # What the gateway asks Telegram for (webhook and getUpdates alike).
-ALLOWED_UPDATES = ("message", "callback_query")
+ALLOWED_UPDATES = ("message", "callback_query", "message_reaction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +63,7 @@ def user_id(telegram_user: int | str) -> str:
 
 def parse_update(
     update: Mapping[str, Any], *, bot: BotIdentity
-) -> InboundMessage | ButtonPress | None:
+) -> InboundMessage | ButtonPress | Reaction | None:
     """An update as an event, or None when the agent does not answer it."""
     update_id = update.get("update_id")
     if not isinstance(update_id, int) or isinstance(update_id, bool):
@@ -65,6 +74,9 @@ def parse_update(
     callback = update.get("callback_query")
     if isinstance(callback, Mapping):
         return _callback(update_id, callback, bot)
+    reaction = update.get("message_reaction")
+    if isinstance(reaction, Mapping):
+        return _reaction(update_id, reaction, bot)
     return None  # edited_message, my_chat_member, channel_post ...: nothing to answer
 
 
@@ -145,6 +157,49 @@ def _callback(update_id: int, callback: Mapping[str, Any], bot: BotIdentity) -> 
         platform_event_id=f"{bot.id}:{update_id}",
         raw={"callback_query_id": query_id},
     )
+
+
+def _reaction(update_id: int, change: Mapping[str, Any], bot: BotIdentity) -> Reaction | None:
+    """A 👍 or 👎 that came (the newest such in the new set wins) or went; None when neither
+    changed, or when nobody in particular reacted (an anonymous admin, a channel)."""
+    chat = change.get("chat")
+    message_id = change.get("message_id")
+    if not (isinstance(chat, Mapping) and "id" in chat and isinstance(message_id, int)):
+        raise BadRequest("a message_reaction needs 'chat' and 'message_id'")
+    sender = change.get("user")
+    if not isinstance(sender, Mapping) or sender.get("is_bot") or "id" not in sender:
+        return None
+    now = _ratings(change.get("new_reaction"))
+    before = _ratings(change.get("old_reaction"))
+    if now:
+        rating, added = now[-1], True
+    elif before:
+        rating, added = before[-1], False
+    else:
+        return None
+    return Reaction(
+        platform="telegram",
+        workspace=str(bot.id),
+        channel=str(chat["id"]),
+        user=user_id(sender["id"]),
+        message_id=str(message_id),
+        rating=rating,
+        added=added,
+        platform_event_id=f"{bot.id}:{update_id}",
+        raw={"update_id": update_id},
+    )
+
+
+def _ratings(reactions: object) -> list[Rating]:
+    """The ratings among a set of reaction types (only emoji ones rate)."""
+    if not isinstance(reactions, list):
+        return []
+    found = [
+        rating_of(str(r.get("emoji") or ""))
+        for r in reactions
+        if isinstance(r, Mapping) and r.get("type") == "emoji"
+    ]
+    return [rating for rating in found if rating is not None]
 
 
 def _entity_text(text: str, entity: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import Literal, cast, get_args
 
 from adapters.base import BadRequest
 from adapters.web.uploads import UPLOAD_ID
-from agent_core.events import Attachment, InboundMessage
+from agent_core.events import Attachment, InboundMessage, Rating
 from agent_core.records import ApprovalDecision
 
 WORKSPACE = "local"
@@ -118,3 +118,24 @@ def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
     ):
         raise BadRequest("'message_id' must be a message id (1 to 2**63-1)")
     return cast(ScheduleVerb, action), f"web:{user}", message_id
+
+
+def parse_rating(body: object) -> tuple[int, Rating | None, str]:
+    """A ``POST /api/feedback`` body: the rated message (our id), the rating (null takes
+    it off) and the web user."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    message_id = body.get("message_id")
+    if (
+        isinstance(message_id, bool)
+        or not isinstance(message_id, int)
+        or not 1 <= message_id < 2**63
+    ):
+        raise BadRequest("'message_id' must be a message id (1 to 2**63-1)")
+    rating = body.get("rating")
+    if rating not in get_args(Rating) and rating is not None:
+        raise BadRequest("'rating' must be up, down or null")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.match(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    return message_id, cast(Rating | None, rating), f"web:{user}"

@@ -8,9 +8,12 @@ from agent_core.approval_text import for_prompt
 from agent_core.records import ApprovalRecord, ConversationRecord, MessageRecord
 
 
-def message_item(message: MessageRecord) -> dict[str, Any]:
+def message_item(
+    message: MessageRecord, ratings: dict[int, dict[str, str]] | None = None
+) -> dict[str, Any]:
     """A message as the JSON API shows it; approvals (and notes about them) carry their
-    current state, so a page can draw the buttons or who decided."""
+    current state, so a page can draw the buttons or who decided. A reply of the agent's
+    may be rated (``rateable``): ``ratings`` holds who rated it how, from ``ratings``."""
     item: dict[str, Any] = {
         "id": message.id,
         "role": message.role,
@@ -18,6 +21,9 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
         "author": message.author,
         "created_at": message.created_at.isoformat(),
     }
+    if rateable(message):
+        item["rateable"] = True
+        item["ratings"] = (ratings or {}).get(message.id, {})
     if message.approval is not None:
         item["approval"] = approval_item(message.approval)
     if message.files:
@@ -35,6 +41,11 @@ def message_item(message: MessageRecord) -> dict[str, Any]:
             "url": f"/api/files/{message.id}",
         }
     return item
+
+
+def rateable(message: MessageRecord) -> bool:
+    """Whether the page offers 👍/👎 under it: a reply of the agent's to a turn."""
+    return message.role == "assistant" and message.turn_id is not None
 
 
 def approval_item(approval: ApprovalRecord) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from adapters.web.parse import (
     parse_message,
     parse_schedule_action,
 )
-from adapters.web.render import approval_item, conversation_item, message_item
+from adapters.web.render import approval_item, conversation_item, message_item, rateable
 from adapters.web.send import WEB_FILE, Draft
 from adapters.web.uploads import UploadTooLarge
 from agent_core import forget_me
@@ -463,10 +463,11 @@ async def get_messages(request: web.Request) -> web.Response:
     conversation, after = await _conversation_and_after(request)
     store = request.app[RUNTIME].store
     items = await store.messages_after(conversation.id, after_id=after)
+    ratings = await store.ratings_of([m.id for m in items if rateable(m)])
     return web.json_response(
         {
             "conversation": conversation_item(conversation),
-            "items": [message_item(m) for m in items],
+            "items": [message_item(m, ratings) for m in items],
             # Turns still to run or finish (not those waiting for a person): 0 once every
             # message so far has its answer delivered.
             "open_turns": await store.open_turn_count(conversation.id),
@@ -494,8 +495,10 @@ async def stream(request: web.Request) -> web.StreamResponse:
             while not runtime.stopping.is_set():
                 changed.clear()
                 items = await runtime.store.messages_after(conversation.id, after_id=after)
+                rated = [m.id for m in items if rateable(m)]
+                ratings = await runtime.store.ratings_of(rated) if rated else {}
                 for item in items:
-                    data = json.dumps(message_item(item))
+                    data = json.dumps(message_item(item, ratings))
                     await response.write(
                         f"id: {item.id}\nevent: message\ndata: {data}\n\n".encode()
                     )

@@ -336,3 +336,41 @@ def test_files_attached_and_dropped_reach_the_model_and_a_sent_file_shows(
         page.screenshot(path=str(tmp_path / "files.png"))
     finally:
         gateway.stop()
+
+
+def test_a_reply_has_thumbs_buttons_and_a_thumbs_down_asks_what_went_wrong(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Under the agent's reply, 👍 and 👎: 👎 is pressed and shown pressed, the agent asks
+    what went wrong, the answer is thanked for without going to the model; after a reload
+    the 👎 is still shown pressed, and pressing it again takes it off."""
+    model_server.script("The answer is 41.")
+    gateway = GatewayProcess(database_url=database_url, workdir=tmp_path, **model_server.settings())
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("rated")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("what is six times seven?")
+        page.keyboard.press("Enter")
+        reply = page.locator("#messages li.assistant")
+        expect(reply).to_have_text("The answer is 41.")
+        down = reply.get_by_role("button", name="Bad reply")
+        expect(reply.get_by_role("button", name="Good reply")).to_have_attribute(
+            "aria-pressed", "false"
+        )
+        down.click()
+        expect(down).to_have_attribute("aria-pressed", "true")
+        expect(page.locator("#messages li.system").first).to_contain_text("What went wrong?")
+        page.get_by_label("Message").fill("six times seven is 42")
+        page.keyboard.press("Enter")
+        expect(page.locator("#messages li.system").last).to_have_text("Thanks — noted.")
+        assert len(model_server.requests) == 1
+        page.reload()
+        down = page.locator("#messages li.assistant").get_by_role("button", name="Bad reply")
+        expect(down).to_have_attribute("aria-pressed", "true")
+        down.click()
+        expect(down).to_have_attribute("aria-pressed", "false")
+    finally:
+        gateway.stop()

@@ -8,7 +8,8 @@ already created). It can answer a channel's next message with a 429 carrying the
 header (a real rate limit, which discord.py retries; without ``Via`` it is a Cloudflare
 ban). The gateway says HELLO, answers IDENTIFY with READY and a GUILD_CREATE (each channel
 with its ``last_message_id``), RESUME with RESUMED and the dispatches the session missed,
-heartbeats with ACKs, and pushes the dispatches a test gives it. Like Discord, what is sent
+heartbeats with ACKs, and pushes the dispatches a test gives it (messages, button presses,
+reactions). Like Discord, what is sent
 while no session is connected reaches only a RESUME of the same session; a new session
 (IDENTIFY) starts from now. Every message is kept per channel, and
 ``GET channels/{id}/messages`` pages through them (``after``, ``before``, ``limit``).
@@ -237,6 +238,29 @@ class FakeDiscord(LoopbackServer):
         if not self.dispatch("MESSAGE_CREATE", data, connected=connected):
             self.unheard += 1
         return data
+
+    def react(
+        self, message: dict[str, Any], emoji: str, *, reactor: str, added: bool = True
+    ) -> None:
+        """Push a MESSAGE_REACTION_ADD (or ``_REMOVE``) of a unicode emoji on ``message``
+        by ``reactor``, shaped as Discord sends them (the author on adds only)."""
+        data: dict[str, Any] = {
+            "user_id": reactor,
+            "channel_id": message["channel_id"],
+            "message_id": message["id"],
+            "emoji": {"id": None, "name": emoji},
+            "burst": False,
+            "type": 0,
+        }
+        if message.get("guild_id") or message["channel_id"] in (CHANNEL, THREAD):
+            data["guild_id"] = GUILD
+        if added:
+            data["message_author_id"] = message["author"]["id"]
+            if "guild_id" in data:
+                data["member"] = {"user": user(reactor), "roles": [],
+                                  "joined_at": "2026-01-01T00:00:00+00:00", "deaf": False,
+                                  "mute": False, "flags": 0}  # fmt: skip
+        self.dispatch("MESSAGE_REACTION_ADD" if added else "MESSAGE_REACTION_REMOVE", data)
 
     def press(self, message: dict[str, Any], custom_id: str, *, presser: str) -> str:
         """Push an INTERACTION_CREATE for a button on ``message``; return its id."""

@@ -61,7 +61,7 @@ class FakeSlack(LoopbackServer):
         # What auth.test reports in X-OAuth-Scopes.
         self.scopes = (
             "app_mentions:read,chat:write,commands,im:history,channels:history,groups:history,"
-            "files:read,files:write,reactions:write"
+            "files:read,files:write,reactions:write,reactions:read"
         )
         # Socket Mode: envelopes to push to the connected client, and its acks.
         self.acks: list[dict[str, Any]] = []

@@ -31,6 +31,8 @@ TOKEN = "123456789:AAEtestTokenForChatgateOnly_0123456789"
 BOT_ID = 123456789
 BOT_USERNAME = "chatgate_test_bot"
 WEBHOOK_SECRET = "s3cret-Token_for-tests"
+# Update kinds Telegram sends only to a poller that names them in ``allowed_updates``.
+_OPT_IN = frozenset({"message_reaction", "message_reaction_count", "chat_member"})
 _TAGS = {
     "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
     "code", "pre", "blockquote", "tg-emoji",
@@ -346,8 +348,14 @@ class FakeTelegram(LoopbackServer):
                 self._confirmed = max(self._confirmed, offset)
         deadline = time.monotonic() + float(arguments.get("timeout") or 0)
         assert self._arrived is not None
+        wanted = set(arguments.get("allowed_updates") or ())
         while True:
-            found = self._pending(self._confirmed)
+            # Like Telegram: without allowed_updates, no reactions (nor member changes).
+            found = [
+                u
+                for u in self._pending(self._confirmed)
+                if (bool(wanted & u.keys()) if wanted else not _OPT_IN & u.keys())
+            ]
             if found or self._closing or time.monotonic() >= deadline:
                 return found[: int(arguments.get("limit") or 100)]
             self._arrived.clear()

@@ -281,6 +281,44 @@ function fileCard(li, item) {
   }
 }
 
+// 👍/👎 under a reply of the agent's: pressing one rates it (a 👎 makes the agent ask what
+// went wrong; the next message is the answer), pressing it again takes the rating off. The
+// emoji come from the stylesheet, so the reply's text stays its own.
+function ratingButtons(li, item) {
+  const bar = document.createElement("div");
+  bar.className = "rating";
+  const buttons = {};
+  const show = (rating) => {
+    for (const [value, button] of Object.entries(buttons)) {
+      button.setAttribute("aria-pressed", String(value === rating));
+    }
+  };
+  for (const [value, name] of [["up", "Good reply"], ["down", "Bad reply"]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.title = name;
+    button.setAttribute("aria-label", name);
+    button.dataset.rating = value;
+    button.onclick = async () => {
+      const wanted = button.getAttribute("aria-pressed") === "true" ? null : value;
+      try {
+        const rated = await api("/api/feedback", {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ message_id: item.id, rating: wanted }),
+        });
+        show(rated.rating);
+      } catch (error) {
+        setStatus(error.message);
+      }
+    };
+    buttons[value] = button;
+    bar.appendChild(button);
+  }
+  show((item.ratings || {})["web:local"] || null);
+  li.appendChild(bar);
+}
+
 function renderItem(item) {
   if (state.seen.has(item.id)) return;
   state.seen.add(item.id);
@@ -310,6 +348,7 @@ function renderItem(item) {
       const card = document.querySelector(`li.approval[data-approval="${item.approval.id}"]`);
       if (card) showDecision(card, item.approval);
     }
+    if (item.rateable) ratingButtons(li, item);
   }
   el("messages").appendChild(li);
   el("messages").scrollTop = el("messages").scrollHeight;

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from adapters.base import BadRequest
-from adapters.discord.parse import CUSTOM_ID, facts_from_dispatch, inbound, parse_interaction
+from adapters.discord.parse import (
+    CUSTOM_ID,
+    facts_from_dispatch,
+    inbound,
+    parse_interaction,
+    parse_reaction,
+)
 from adapters.discord.render import approval_content, custom_id, nonce
 from agent_core.events import (
     ApprovalPrompt,
@@ -209,3 +215,41 @@ def test_a_recovery_prompt_asks_to_run_it_again() -> None:
         recovery=True,
     )
     assert approval_content(prompt).startswith("**Run `send_file` again?** chatgate restarted")
+
+
+def test_a_thumbs_up_on_the_bots_message_in_a_thread_is_a_reaction() -> None:
+    """👍🏾 in a thread: up, with the thread's id as the channel (the gateway finds the
+    conversation that has it as its thread)."""
+    reaction = parse_reaction(_data("message_reaction_add"), added=True, bot_id=BOT)
+    assert reaction is not None
+    assert (reaction.workspace, reaction.channel) == (GUILD, "1300000000000000020")
+    assert (reaction.user, reaction.message_id) == (ALICE, "1400000000000000042")
+    assert (reaction.rating, reaction.added) == ("up", True)
+    assert event_from_json(event_to_json(reaction)) == reaction
+
+
+@pytest.mark.parametrize(
+    ("change", "rated"),
+    [
+        ({"emoji": {"id": None, "name": "👎"}}, True),
+        ({"emoji": {"id": "41771983429993937", "name": "thumbsup"}}, False),  # a server's own
+        ({"emoji": {"id": None, "name": "🎉"}}, False),
+        ({"message_author_id": "301234567890123456"}, False),  # someone's own message
+        ({"user_id": BOT}, False),
+    ],
+)
+def test_only_thumbs_on_the_bots_messages_by_people_rate(
+    change: dict[str, Any], rated: bool
+) -> None:
+    data = _data("message_reaction_add") | change
+    assert (parse_reaction(data, added=True, bot_id=BOT) is not None) is rated
+
+
+def test_a_removal_names_no_author_and_still_counts() -> None:
+    data = _data("message_reaction_add")
+    del data["message_author_id"], data["member"]
+    reaction = parse_reaction(data, added=False, bot_id=BOT)
+    assert reaction is not None
+    assert reaction.added is False
+    with pytest.raises(BadRequest):
+        parse_reaction({"emoji": {"name": "👍"}}, added=True, bot_id=BOT)

@@ -16,6 +16,7 @@ from adapters.slack.parse import (
     parse_action,
     parse_command,
     parse_event,
+    parse_reaction,
 )
 from adapters.slack.render import approval_blocks
 from agent_core.access import AccessPolicy
@@ -260,3 +261,49 @@ def test_a_recovery_prompt_asks_to_run_it_again_with_retry_and_skip() -> None:
     assert sections[0]["text"]["text"].startswith("*Run `send_file` again?* chatgate restarted")
     assert [b["text"]["text"] for b in actions["elements"]] == ["Retry", "Skip"]
     assert [b["action_id"] for b in actions["elements"]] == ["chatgate_approve", "chatgate_deny"]
+
+
+def test_a_thumbs_down_on_the_bots_message_is_a_reaction_in_any_skin_tone() -> None:
+    """``thumbsdown::skin-tone-4`` on a message the bot wrote rates it down; the item gives
+    the channel and ts only (no thread)."""
+    reaction = parse_reaction(_load("reaction_added"), bot_user=BOT)
+    assert reaction is not None
+    assert (reaction.workspace, reaction.channel, reaction.thread) == (
+        "T061EG9R6",
+        "C0LAN2Q65",
+        None,
+    )
+    assert (reaction.user, reaction.message_id) == ("slack:U061F7AUR", "1515449530.000300")
+    assert (reaction.rating, reaction.added) == ("down", True)
+    assert event_from_json(event_to_json(reaction)) == reaction
+
+
+@pytest.mark.parametrize(
+    ("change", "rating"),
+    [
+        ({"reaction": "+1"}, "up"),
+        ({"reaction": "thumbsup::skin-tone-2"}, "up"),
+        ({"reaction": "-1"}, "down"),
+        ({"reaction": "tada"}, None),
+        ({"item_user": "U061F7AUR"}, None),  # someone's own message
+        ({"user": BOT}, None),  # the bot's own reaction
+        ({"item": {"type": "file", "file": "F1"}}, None),
+    ],
+)
+def test_only_thumbs_on_the_bots_messages_by_people_rate(
+    change: dict[str, Any], rating: str | None
+) -> None:
+    envelope = _load("reaction_added")
+    envelope["event"] |= change
+    reaction = parse_reaction(envelope, bot_user=BOT)
+    assert (reaction.rating if reaction else None) == rating
+
+
+def test_a_removed_reaction_takes_the_rating_off() -> None:
+    envelope = _load("reaction_added")
+    envelope["event"]["type"] = "reaction_removed"
+    reaction = parse_reaction(envelope, bot_user=BOT)
+    assert reaction is not None
+    assert (reaction.rating, reaction.added) == ("down", False)
+    with pytest.raises(BadRequest):
+        parse_reaction({"type": "event_callback", "event": envelope["event"]}, bot_user=BOT)

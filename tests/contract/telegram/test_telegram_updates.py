@@ -17,6 +17,7 @@ from agent_core.events import (
     ButtonPress,
     ConversationKey,
     InboundMessage,
+    Reaction,
     event_from_json,
     event_to_json,
 )
@@ -227,3 +228,47 @@ def test_a_recovery_prompt_asks_to_run_it_again_with_retry_and_skip() -> None:
     assert [[b["text"] for b in row] for row in keyboard] == [["Retry", "Skip"]]
     assert [b["callback_data"] for b in keyboard[0]] == ["ap:ap_0123456789ab", "dn:ap_0123456789ab"]
     assert parse_html(approval_text(prompt)).startswith("Run send_file again?")
+
+
+def test_a_changed_reaction_is_the_newest_thumb() -> None:
+    """👍 changed to 👎 (and a custom emoji, which rates nothing): down, added, in the chat
+    (Telegram does not say which topic)."""
+    reaction = parse_update(_load("message_reaction"), bot=BOT)
+    assert isinstance(reaction, Reaction)
+    assert (reaction.channel, reaction.thread, reaction.message_id) == (OPS, None, "4411")
+    assert (reaction.user, reaction.rating, reaction.added) == ("telegram:5551234", "down", True)
+    assert event_from_json(event_to_json(reaction)) == reaction
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (["👎"], [], ("down", False)),
+        ([], ["👍🏻"], ("up", True)),
+        (["🔥"], ["🎉"], None),
+        ([], [], None),
+    ],
+)
+def test_a_thumb_that_came_or_went_rates(
+    old: list[str], new: list[str], expected: tuple[str, bool] | None
+) -> None:
+    update = _load("message_reaction")
+    change = update["message_reaction"]
+    change["old_reaction"] = [{"type": "emoji", "emoji": e} for e in old]
+    change["new_reaction"] = [{"type": "emoji", "emoji": e} for e in new]
+    reaction = parse_update(update, bot=BOT)
+    assert (None if reaction is None else (reaction.rating, reaction.added)) == expected  # type: ignore[union-attr]
+
+
+def test_an_anonymous_or_bot_reaction_rates_nothing_and_a_broken_one_is_refused() -> None:
+    update = _load("message_reaction")
+    del update["message_reaction"]["user"]
+    update["message_reaction"]["actor_chat"] = {"id": -1001987654321, "type": "supergroup"}
+    assert parse_update(update, bot=BOT) is None
+    update = _load("message_reaction")
+    update["message_reaction"]["user"]["is_bot"] = True
+    assert parse_update(update, bot=BOT) is None
+    update = _load("message_reaction")
+    del update["message_reaction"]["message_id"]
+    with pytest.raises(BadRequest):
+        parse_update(update, bot=BOT)
