@@ -19,10 +19,10 @@ from agent_core.gatekeeper import Gatekeeper
 from agent_core.journaled import JobsListing, RunItem, ScheduleItem
 from agent_core.records import Accepted, BusyMode, RunRecord, ScheduleRecord
 from agent_core.scheduling.service import Schedules
-from agent_core.stores import JobStore, Ledger, UsageStore
+from agent_core.stores import FeedbackStore, JobStore, Ledger, UsageStore
 
 
-class CommandStore(Ledger, JobStore, UsageStore, Protocol):
+class CommandStore(Ledger, JobStore, UsageStore, FeedbackStore, Protocol):
     """What this module asks of the storage."""
 
 
@@ -93,15 +93,17 @@ class ChatCommands:
         return f"Busy mode: {mode} ({where}): {BUSY_MODES[mode]}\n{BUSY_HOW}"
 
     async def _usage(self, event: InboundMessage, accepted: Accepted) -> str:
-        """``usage``: this conversation's turns, calls, tokens and cost; the sender's spend
-        today; each set budget beside its figure."""
+        """``usage``: this conversation's turns, calls, tokens, cost and the ratings its
+        replies got; the sender's spend today; each set budget beside its figure."""
         used = await self._store.usage(accepted.conversation_id)
         spent = await self._store.spending(accepted.conversation_id, event.user)
+        rated = await self._store.feedback_counts(accepted.conversation_id)
         limits = self._budgets
         lines = [
             f"This conversation so far: {used.turns} turns, {used.model_calls} model calls, "
             f"{used.prompt_tokens} prompt and {used.completion_tokens} completion tokens, "
-            f"${spent.conversation_usd:.4f}.",
+            f"${spent.conversation_usd:.4f}; replies rated 👍 {rated['up']}, "
+            f"👎 {rated['down']}.",
             f"You today (UTC): {spent.user_day_tokens} tokens, ${spent.user_day_usd:.4f}.",
         ]
         budgets = [

@@ -109,6 +109,18 @@ async def turn(request: web.Request) -> web.Response:
     return web.json_response(found)
 
 
+@handler
+async def feedback(request: web.Request) -> web.Response:
+    """Rated turns, the newest rating first; ``rating=up`` or ``down`` filters."""
+    rating = query_text(request, "rating")
+    if rating not in (None, "up", "down"):
+        raise Bad("'rating' must be up or down")
+    found = await runtime_of(request).operations.feedback(
+        rating=rating, before=query_int(request, "before"), limit=query_limit(request)
+    )
+    return web.json_response(found)
+
+
 # -- approvals -------------------------------------------------------------------------------
 
 
@@ -320,6 +332,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/console/conversations/{id}/messages", conversation_messages)
     app.router.add_get("/api/console/turns", turns)
     app.router.add_get("/api/console/turns/{id}", turn)
+    app.router.add_get("/api/console/feedback", feedback)
     app.router.add_get("/api/console/approvals", approvals)
     app.router.add_post("/api/console/approvals/{id}", decide)
     app.router.add_get("/api/console/schedules", schedules)

@@ -19,14 +19,15 @@ _BREAKDOWNS = ("user", "conversation", "platform", "model", "day")
 @handler
 async def usage(request: web.Request) -> web.Response:
     """``by`` one of user, conversation, platform, model, day; ``days`` back (default
-    30); with the budgets and today's spend against them."""
+    30); with the budgets and today's spend against them, and the 👍/👎 of the period."""
     runtime = runtime_of(request)
     by = request.query.get("by", "day")
     if by not in _BREAKDOWNS:
         raise Bad(f"'by' must be one of {', '.join(_BREAKDOWNS)}")
     days = query_int(request, "days", default=30)
     assert days is not None
-    since = (datetime.now(UTC) - timedelta(days=max(0, min(days, 3660)))).strftime("%Y-%m-%d")
+    start = datetime.now(UTC) - timedelta(days=max(0, min(days, 3660)))
+    since = start.strftime("%Y-%m-%d")
     rows = await runtime.operations.usage(by=by, since=since)
     today = await runtime.operations.spend_today()
     settings = runtime.settings
@@ -46,6 +47,10 @@ async def usage(request: web.Request) -> web.Response:
             "budgets": budgets,
             "today": today,
             "totals": await runtime.operations.totals(),
+            # Ratings of the agent's replies given (or changed) in the period.
+            "feedback": await runtime.operations.feedback_totals(
+                since=start.replace(hour=0, minute=0, second=0, microsecond=0)
+            ),
         }
     )
 

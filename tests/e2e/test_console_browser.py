@@ -153,8 +153,14 @@ def _walk(
         "approved by console:operator"
     )
     assert len(echo.requests) == 1
+    # Rated 👎 in the chat, with what went wrong.
+    chat.locator("#messages li.assistant").get_by_role("button", name="Bad reply").click()
+    expect(chat.locator("#messages li.system").last).to_contain_text("What went wrong?")
+    chat.get_by_label("Message").fill("it deployed the wrong pelican")
+    chat.keyboard.press("Enter")
+    expect(chat.locator("#messages li.system").last).to_have_text("Thanks — noted.")
 
-    # The turn's timeline: the approval, who gave it, and the reply's receipt.
+    # The turn's timeline: the approval, who gave it, the reply's receipt, its rating.
     console.goto(turn_page)
     step = console.locator(".step.tool_call")
     expect(step.locator("h3")).to_contain_text("Tool call: http_request")
@@ -162,7 +168,16 @@ def _walk(
     expect(step).to_contain_text("Result")
     expect(console.locator(".receipts")).to_contain_text("Deployed the pelican build.")
     expect(console.locator(".receipts")).to_contain_text("delivered as")
+    expect(console.locator("tr.feedback")).to_contain_text("it deployed the wrong pelican")
     _shot(console, "turn")
+    console.get_by_role("link", name="Feedback").click()
+    console.get_by_label("Rating").select_option("down")
+    console.get_by_role("button", name="Filter").click()
+    expect(console.locator("tr.feedback")).to_have_count(1)
+    expect(console.locator("tr.feedback")).to_contain_text("web:local")
+    console.get_by_label("Rating").select_option("up")
+    console.get_by_role("button", name="Filter").click()
+    expect(console.locator("p", has_text="No rated replies.")).to_be_visible()
 
     # A schedule made here fires; paused, it does not fire at its next slots.
     bearer = {"Authorization": f"Bearer {TOKEN}"}

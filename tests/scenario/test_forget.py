@@ -95,8 +95,9 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
 ) -> None:
     """Alice's words go everywhere chatgate keeps things: her messages and the replies to
     them, a memory (and its full-text index), a schedule, a file (name, bytes, the copy in
-    the file store), a tool call's arguments and result, and an approval still pending.
-    After ``forget``: none of it is anywhere; Bob's message in the same conversation is;
+    the file store), a tool call's arguments and result, an approval still pending, and
+    the comment on her 👎. After ``forget``: none of it is anywhere (her rating is gone,
+    Bob's 👍 on the same reply stays); Bob's message in the same conversation is;
     the usage totals are the same to the cent; the audit log holds the receipt."""
     with EchoServer() as echo:
         config = tmp_path / "chatgate.toml"
@@ -121,6 +122,14 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
         for words in (f"remember {HERS}", f"schedule the {HERS} reminder", f"fetch {HERS}"):
             accepted = await _say(client, words, "alice")
             await _turn_ends(client, accepted["turn_id"])
+        # A 👎 on the reply, and what went wrong: her words in the rating's comment.
+        listed = await client.get(f"/api/conversations/{accepted['conversation_id']}/messages")
+        [fetched] = [i for i in (await listed.json())["items"] if i["text"] == "Fetched it."]
+        for who, rating in (("alice", "down"), ("bob", "up")):
+            body = {"message_id": fetched["id"], "rating": rating, "user": who}
+            assert (await client.post("/api/feedback", json=body)).status == 200
+        answer = await _say(client, f"it missed the {HERS} page", "alice")
+        assert answer["turn_id"] == 0
         form = {"file": f"{HERS} notes: the {HERS} plan".encode()}
         uploaded = await client.post(
             "/api/uploads",
@@ -145,7 +154,8 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
     try:
         before = set(await database.read(_holding, NEEDLE))
         everywhere = {"messages.text", "memories.fact", "schedules.prompt", "turn_steps.input",
-                      "turn_steps.output", "approvals.arguments", "attachments.name"}  # fmt: skip
+                      "turn_steps.output", "approvals.arguments", "attachments.name",
+                      "feedback.comment"}  # fmt: skip
         assert everywhere <= before
         usage = await (await client.get("/api/console/usage?by=user")).json()
         exported = await client.get("/api/console/export?user=web:alice")
@@ -156,6 +166,9 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
         assert HERS in document["memories"][0]["fact"]
         assert HERS in document["schedules"][0]["prompt"]
         assert document["files"][0]["name"] == f"{HERS}-notes.txt"
+        assert [(f["rating"], HERS in (f["comment"] or "")) for f in document["feedback"]] == [
+            ("down", True)
+        ]
         assert HIS not in json.dumps(document)  # Bob's words are not Alice's
 
         refused = await client.post("/api/console/forget", json={"user": "web:alice"})
@@ -169,6 +182,7 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
         assert receipt["schedules"] == 1
         assert receipt["cancelled_approvals"] == 1
         assert receipt["files"] == 1
+        assert receipt["ratings"] == 1
 
         assert await database.read(_holding, NEEDLE) == []
         assert "messages.text" in await database.read(_holding, HIS)
@@ -187,6 +201,8 @@ async def test_forget_leaves_no_text_of_theirs_anywhere_and_totals_unchanged(
     assert turn["error"] == "erased at the person's request"
     schedules = await (await client.get("/api/console/schedules")).json()
     assert schedules["items"] == []
+    rated = await (await client.get("/api/console/feedback")).json()
+    assert [(r["user"], r["rating"]) for r in rated["items"]] == [("web:bob", "up")]
     assert len(echo.requests) == 1  # the GET; the POST never ran
 
 

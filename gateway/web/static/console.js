@@ -239,7 +239,40 @@ async function turnView(id) {
     turn.steps.length ? turn.steps.map(stepView) : h("p", {}, "No steps journaled yet."),
     h("h3", {}, "Messages and delivery receipts"),
     h("ul", { class: "receipts" }, receipts),
+    h("h3", {}, "Feedback"),
+    turn.feedback.length ? feedbackTable(turn.feedback, false) : h("p", {}, "Nobody rated its reply."),
   );
+}
+
+// -- feedback --------------------------------------------------------------------------------
+
+const RATINGS = { up: "👍", down: "👎" };
+
+function feedbackTable(items, withTurn) {
+  const comment = (f) => (f.comment === null ? (f.asked_at ? "(asked, no answer)" : "") : f.comment === "" ? "(skipped)" : f.comment);
+  return table([...(withTurn ? ["Turn", "Asked by", "Where"] : []), "Rated", "Who", "Rating", "What went wrong"], items.map((f) =>
+    h("tr", { class: "feedback" },
+      ...(withTurn ? [h("td", {}, h("a", { href: "#/turn/" + f.turn_id }, "#" + f.turn_id)), h("td", {}, f.asked_by), h("td", {}, `${f.platform} ${f.channel}`)] : []),
+      h("td", {}, when(f.updated_at)), h("td", {}, f.user), h("td", { title: f.rating }, RATINGS[f.rating] || f.rating), h("td", {}, comment(f)))));
+}
+
+async function feedbackList(params) {
+  title("Feedback");
+  const rating = params.get("rating") || "";
+  const url = new URLSearchParams({ limit: "50" });
+  if (rating) url.set("rating", rating);
+  if (params.get("before")) url.set("before", params.get("before"));
+  const page = await api("/api/console/feedback?" + url);
+  const pick = h("select", { name: "rating", "aria-label": "Rating" }, [["", "👍 and 👎"], ["up", "👍 only"], ["down", "👎 only"]].map(([value, label]) => h("option", { value, selected: value === rating }, label)));
+  const form = h("form", { class: "bar" }, pick, h("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = "#/feedback" + (pick.value ? "?rating=" + pick.value : "");
+  });
+  const older = new URLSearchParams({ before: String(page.next) });
+  if (rating) older.set("rating", rating);
+  show(form, page.items.length ? feedbackTable(page.items, true) : h("p", {}, "No rated replies."),
+    page.next ? h("p", {}, h("a", { href: "#/feedback?" + older }, "Older →")) : "");
 }
 
 // -- approvals -------------------------------------------------------------------------------
@@ -412,6 +445,7 @@ async function usageView(params) {
   show(
     form,
     h("p", {}, `All time: ${found.totals.model_calls} model calls, ${found.totals.prompt_tokens + found.totals.completion_tokens} tokens, ${money(found.totals.cost_usd)}.`),
+    h("p", {}, `Replies rated in these ${days} days: 👍 ${found.feedback.up}, 👎 ${found.feedback.down} (`, h("a", { href: "#/feedback" }, "see them"), ")."),
     h("h3", {}, "Dollars"), barChart(found.items, (i) => i.cost_usd, "Dollars " + by),
     h("h3", {}, "Tokens"), barChart(found.items, (i) => i.tokens, "Tokens " + by),
     h("h3", {}, "Turns"), barChart(found.items, (i) => i.turns, "Turns " + by),
@@ -492,6 +526,7 @@ async function route() {
       case "conversation": return await conversation(decodeURIComponent(id));
       case "turns": return await turnsList(params);
       case "turn": return await turnView(id);
+      case "feedback": return await feedbackList(params);
       case "approvals": return await approvals();
       case "schedules": return await schedules();
       case "people": return await people();
