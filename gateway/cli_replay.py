@@ -183,6 +183,19 @@ def _write(path: Path | None, text: str, what: str) -> None:
     typer.echo(f"{what} written to {path}")
 
 
+# Options replay and eval share.
+Profile = Annotated[
+    str | None, typer.Option(help="a profile of chatgate.toml: its model and system prompt")
+]
+ApiBase = Annotated[str | None, typer.Option(help="the model's server (OpenAI-compatible)")]
+SystemPrompt = Annotated[str | None, typer.Option(help="the system prompt to try")]
+SystemPromptFile = Annotated[Path | None, typer.Option(help="the system prompt, from a file")]
+JsonOut = Annotated[Path | None, typer.Option("--json", help="write the JSON report here")]
+HtmlOut = Annotated[Path | None, typer.Option("--html", help="write the HTML report here")]
+MaxCost = Annotated[float | None, typer.Option(min=0, help="stop once this run spent USD")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="say what it would cost, and stop")]
+
+
 def replay(
     turn_ids: Annotated[
         list[int] | None, typer.Argument(help="turn ids (default: every selected turn)")
@@ -193,19 +206,15 @@ def replay(
     platform: str | None = typer.Option(None, help="slack, telegram, discord or web"),
     feedback: str | None = typer.Option(None, help="only turns rated up, down or any"),
     limit: int = typer.Option(50, min=1, max=10_000, help="at most this many turns"),
-    profile: str | None = typer.Option(None, help="a [[profile]]: its model and system prompt"),
+    profile: Profile = None,
     model: str | None = typer.Option(None, help="the model to replay with (litellm name)"),
-    api_base: str | None = typer.Option(None, help="its server (OpenAI-compatible)"),
-    system_prompt: str | None = typer.Option(None, help="the system prompt to try"),
-    system_prompt_file: Annotated[Path | None, typer.Option(help="... read from a file")] = None,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="write the JSON report here")
-    ] = None,
-    html_out: Annotated[
-        Path | None, typer.Option("--html", help="write the HTML report here")
-    ] = None,
-    max_cost: float | None = typer.Option(None, min=0, help="stop once this run spent USD"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="say what it would cost; stop"),
+    api_base: ApiBase = None,
+    system_prompt: SystemPrompt = None,
+    system_prompt_file: SystemPromptFile = None,
+    json_out: JsonOut = None,
+    html_out: HtmlOut = None,
+    max_cost: MaxCost = None,
+    dry_run: DryRun = False,
 ) -> None:
     """Run past turns again against another model or system prompt, with the recorded
     tool results served back (no tool runs, nothing is sent, no conversation changes),
@@ -256,13 +265,13 @@ def eval_suite(
         None, help="with add: every turn rated up, down or any (instead of TURN_ID)"
     ),
     limit: int = typer.Option(50, min=1, max=10_000, help="with add --feedback: at most"),
-    profile: str | None = typer.Option(None, help="a [[profile]]: its model and system prompt"),
+    profile: Profile = None,
     model: str | None = typer.Option(None, help="the model to score (litellm name)"),
-    api_base: str | None = typer.Option(None, help="its server (OpenAI-compatible)"),
+    api_base: ApiBase = None,
     judge_model: str | None = typer.Option(None, help="the model that grades judge checks"),
     judge_api_base: str | None = typer.Option(None, help="the judge's server"),
-    system_prompt: str | None = typer.Option(None, help="the system prompt to try"),
-    system_prompt_file: Annotated[Path | None, typer.Option(help="... read from a file")] = None,
+    system_prompt: SystemPrompt = None,
+    system_prompt_file: SystemPromptFile = None,
     baseline: Annotated[
         Path | None,
         typer.Option(help="the stored run to compare with (default SUITE.baseline.json)"),
@@ -270,14 +279,10 @@ def eval_suite(
     save_baseline: bool = typer.Option(
         False, "--save-baseline", help="store this run as the baseline"
     ),
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="write the JSON report here")
-    ] = None,
-    html_out: Annotated[
-        Path | None, typer.Option("--html", help="write the HTML report here")
-    ] = None,
-    max_cost: float | None = typer.Option(None, min=0, help="stop once this run spent USD"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="say what it would cost; stop"),
+    json_out: JsonOut = None,
+    html_out: HtmlOut = None,
+    max_cost: MaxCost = None,
+    dry_run: DryRun = False,
 ) -> None:
     """Score an eval suite: run every case of SUITE against --model, check each answer,
     compare with the baseline, and exit 1 when a case fails that did not fail in the

@@ -74,6 +74,19 @@ def child_env(**settings: str) -> dict[str, str]:
     return env
 
 
+def run_chatgate(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    """The real ``chatgate`` command, run to its end, its output captured."""
+    return subprocess.run(
+        [str(CHATGATE), *args],
+        cwd=cwd,
+        env=child_env(**settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def http(
     method: str,
     url: str,

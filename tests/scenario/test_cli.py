@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.gateway import CHATGATE, ROOT, child_env, free_port
+from tests.fakes.gateway import ROOT, free_port, run_chatgate
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import FakeSlack
 
 MIGRATIONS = ROOT / "agent_core" / "storage" / "migrations" / "versions"
 
 
-def _chatgate(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHATGATE), *args],
-        cwd=cwd,
-        env=child_env(**settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+_chatgate = run_chatgate
 
 
 def test_help_lists_the_commands(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from agent_core.storage.schema import (
     turns,
 )
 from tests.fakes.database_reads import read_database
-from tests.fakes.gateway import CHATGATE, child_env
+from tests.fakes.gateway import run_chatgate
 from tests.fakes.http_echo import EchoServer
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.scenario.conftest import ClientFactory
@@ -43,17 +42,7 @@ def call(name: str, arguments: dict[str, Any] | str, call_id: str) -> Scripted:
     )
 
 
-def chatgate(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
-    """The real ``chatgate`` command."""
-    return subprocess.run(
-        [str(CHATGATE), *args],
-        cwd=cwd,
-        env=child_env(**settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+chatgate = run_chatgate
 
 
 async def _until(client: Client, path: str, done: Any, timeout: float = 20) -> Any:
