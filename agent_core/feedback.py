@@ -13,7 +13,7 @@ changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Protocol
 
@@ -21,13 +21,16 @@ import structlog
 
 from agent_core.access import MayTalk
 from agent_core.delivery import Outbound
-from agent_core.events import ConversationKey, Rating, Reaction, Reply
+from agent_core.events import ConversationKey, Rating, Reaction, Reply, utcnow
 from agent_core.records import RatedMessage, RatingChange
 from agent_core.stores import FeedbackStore, Ledger
 
 log = structlog.get_logger("chatgate.feedback")
 
 ANSWER_WINDOW = timedelta(minutes=10)
+# A 👎 on an older reply is kept, and asks nothing: nobody remembers what went wrong then,
+# and a person rating a long history must not make the agent post a question for each.
+ASK_WITHIN = timedelta(days=1)
 QUESTION = (
     "Sorry that missed. What went wrong? Your next message here goes to the people who run "
     'me, not to the model (say "skip" to skip).'
@@ -65,11 +68,14 @@ class Feedback:
         outbound: Outbound,
         *,
         may_talk: MayTalk,
+        within_rate: Callable[[str], Awaitable[bool]] | None = None,
         shown: Callable[[ConversationKey], None] | None = None,
     ) -> None:
         self._store = store
         self._outbound = outbound
         self._may_talk = may_talk
+        # Counts a reaction against its person's message rate (False: over it).
+        self._within_rate = within_rate
         # Tells the web chat's streams that a conversation has a new item (the question).
         self._shown = shown
 
@@ -83,6 +89,9 @@ class Feedback:
             return None
         if not await self._may_talk(reaction.user, target.conversation, reaction.user_team):
             log.info("reaction by someone who may not talk here", user=reaction.user)
+            return None
+        if self._within_rate is not None and not await self._within_rate(reaction.user):
+            log.info("reaction over its person's rate", user=reaction.user)
             return None
         if reaction.added:
             return await self.rate(target, user=reaction.user, rating=reaction.rating)
@@ -108,7 +117,8 @@ class Feedback:
                 rating=change.rating,
                 previous=change.previous,
             )
-        if change.rating == "down" and change.asked_at is None and change.feedback_id:
+        recent = target.sent_at is None or utcnow() - target.sent_at <= ASK_WITHIN
+        if change.rating == "down" and change.asked_at is None and change.feedback_id and recent:
             await self._ask(target, change.feedback_id, user)
         return change
 

@@ -78,6 +78,16 @@ class Gatekeeper:
             return "allow"
         return "limited"
 
+    async def take_reaction(self, user: str) -> bool:
+        """Count a reaction against its person's rate, as a message (False: over it, and
+        the reaction counts for nothing). Web presses and admins are not limited."""
+        if user.startswith("web:") or self._policy.is_admin(user):
+            return True
+        if not await self._users.allows(user):
+            return False
+        await self._users.take(user)
+        return True
+
     async def spend(self, event: InboundMessage) -> None:
         """Count an admitted, new (not duplicate) message against its rates."""
         if not self._exempt(event):

@@ -213,6 +213,8 @@ class RatedMessage:
     conversation_id: str
     conversation: ConversationKey
     platform_message_id: str | None
+    # When it was written (an old reply's 👎 asks nothing).
+    sent_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import json
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -174,11 +174,18 @@ def _estimate(model: str, turns: Sequence[RecordedTurn], extra_calls: int = 0) -
 
 
 def _write(path: Path | None, text: str, what: str) -> None:
+    """Write a report whole or not at all (a file of the same name stays as it was until
+    the new one is complete); text no file can hold (a lone surrogate) becomes U+FFFD."""
+    from agent_core.replay.recorded import well_formed
+
     if path is None:
         return
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        path.write_text(text, encoding="utf-8")
+        partial.write_text(well_formed(text), encoding="utf-8")
+        os.replace(partial, path)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise _fail(f"cannot write the {what} to {path}: {exc}", 1) from None
     typer.echo(f"{what} written to {path}")
 
@@ -350,7 +357,7 @@ def _add_cases(
 ) -> None:
     """Append journaled turns to a TOML suite as cases (the file is made when new): one
     turn, or every turn rated so."""
-    from agent_core.replay.evals import case_toml
+    from agent_core.replay.evals import case_toml, toml_string
     from agent_core.replay.recorded import Selection
 
     if suite.suffix != ".toml":
@@ -371,7 +378,7 @@ def _add_cases(
     try:
         with suite.open("a", encoding="utf-8") as out:
             if fresh:
-                out.write(f"[suite]\nname = {json.dumps(suite.stem)}\n")
+                out.write(f"[suite]\nname = {toml_string(suite.stem)}\n")
             for turn in turns:
                 out.write(case_toml(turn))
     except OSError as exc:

@@ -131,7 +131,9 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
         if not isinstance(body, dict) or body.get("type") != "event_callback":
             return None
         event = body.get("event")
-        kind = event.get("type") if isinstance(event, dict) else None
+        if not isinstance(event, dict):
+            raise BadRequest("an event_callback without an event object")
+        kind = event.get("type")
         if kind not in ("app_mention", "message", "reaction_added", "reaction_removed"):
             return None
         try:

@@ -14,7 +14,7 @@ from agent_core.records import ApprovalDecision
 
 WORKSPACE = "local"
 MAX_TEXT = 32_000
-_USER = re.compile(r"^[A-Za-z0-9_.@+-]{1,64}$")
+_USER = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 ScheduleVerb = Literal["pause", "resume", "delete"]
 
 
@@ -35,7 +35,7 @@ def parse_message(body: object, *, event_id: str | None = None) -> InboundMessag
         raise BadRequest("'text' must be a non-empty string")
     if len(text) > MAX_TEXT:
         raise BadRequest(f"'text' must be at most {MAX_TEXT} characters")
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not _USER.fullmatch(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     if client_id is not None and (not isinstance(client_id, str) or not 0 < len(client_id) <= 128):
         raise BadRequest("'id' must be a string of 1-128 characters")
@@ -81,7 +81,7 @@ def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
     if decision not in get_args(ApprovalDecision):
         raise BadRequest(f"'decision' must be one of {', '.join(get_args(ApprovalDecision))}")
     user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not _USER.fullmatch(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     return cast(ApprovalDecision, decision), f"web:{user}"
 
@@ -94,7 +94,7 @@ def parse_choice(body: object) -> tuple[str, str]:
     if not isinstance(value, str) or not 0 < len(value) <= 64:
         raise BadRequest("'value' must be the pressed button's value")
     user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not _USER.fullmatch(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     return value, f"web:{user}"
 
@@ -108,7 +108,7 @@ def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
     if action not in get_args(ScheduleVerb):
         raise BadRequest(f"'action' must be one of {', '.join(get_args(ScheduleVerb))}")
     user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not _USER.fullmatch(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     message_id = body.get("message_id")
     if message_id is not None and (
@@ -136,6 +136,6 @@ def parse_rating(body: object) -> tuple[int, Rating | None, str]:
     if rating not in get_args(Rating) and rating is not None:
         raise BadRequest("'rating' must be up, down or null")
     user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.match(user):
+    if not isinstance(user, str) or not _USER.fullmatch(user):
         raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     return message_id, cast(Rating | None, rating), f"web:{user}"

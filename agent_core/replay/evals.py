@@ -50,6 +50,8 @@ from agent_core.replay.recorded import (
     Scenario,
     arguments_text,
     history_of,
+    plain,
+    well_formed,
 )
 from agent_core.replay.report import call_html, page, similarity, transcript_html
 from agent_core.replay.runner import Rerun
@@ -566,7 +568,7 @@ def report_table(suite: Suite, scored: Scored, *, model: str) -> str:
     lines.append(
         f"{scored.passed} of {total} cases passed{against}; {len(scored.regressions())} regressions"
     )
-    return "\n".join(lines)
+    return "\n".join(plain(line) for line in lines)
 
 
 def report_html(suite: Suite, scored: Scored, *, model: str) -> str:
@@ -609,8 +611,9 @@ def report_html(suite: Suite, scored: Scored, *, model: str) -> str:
 
 def toml_string(value: str) -> str:
     """``value`` as a TOML basic string: JSON's escapes are TOML's, and DEL, which JSON
-    leaves bare and TOML refuses, is escaped too."""
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    leaves bare and TOML refuses, is escaped too; a lone surrogate, which neither TOML nor
+    UTF-8 holds, becomes U+FFFD."""
+    return json.dumps(well_formed(value), ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _inline(value: JsonValue) -> str | None:

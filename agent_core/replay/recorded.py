@@ -8,6 +8,7 @@ from a turn is the turn's, so both run through the same replay loop.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,6 +88,23 @@ class RecordedTurn:
     original: Original
     # The ratings people gave its reply: "up" / "down".
     ratings: tuple[str, ...] = field(default=())
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """``text`` with any lone surrogate (JSON's ``\\ud800`` decodes to one; UTF-8 cannot
+    hold it) as U+FFFD, so it can be written to a file."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def plain(text: str) -> str:
+    """``text`` for one line of a terminal: control characters (C0, DEL, C1, newlines
+    included) and lone surrogates as escapes, so words from a conversation cannot move the
+    cursor, retitle the window or fake a line of the report."""
+    return _UNSAFE.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
 def parse_arguments(text: str) -> JsonValue:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agent_core.replay.recorded import RecordedCall, RecordedTurn, arguments_text
+from agent_core.replay.recorded import RecordedCall, RecordedTurn, arguments_text, plain
 from agent_core.replay.runner import ReplayedCall, Rerun
 
 
@@ -191,7 +191,7 @@ def table(comparisons: Sequence[Comparison], *, model: str) -> str:
         f"{t.tokens_after}, cost {_money(t.cost_before)} -> {_money(t.cost_after)}, model "
         f"time {t.seconds_before:.2f} s -> {t.seconds_after:.2f} s"
     )
-    return "\n".join(lines)
+    return "\n".join(plain(line) for line in lines)
 
 
 def to_json(comparisons: Sequence[Comparison], *, model: str, system_prompt: str) -> str:

@@ -32,6 +32,7 @@ _TARGET = (
         messages.c.turn_id,
         messages.c.conversation_id,
         messages.c.platform_message_id,
+        messages.c.created_at,
         conversations.c.platform,
         conversations.c.workspace,
         conversations.c.channel,
@@ -59,6 +60,7 @@ def _target(row: Any) -> RatedMessage:
             thread=row.thread or None,
         ),
         platform_message_id=row.platform_message_id,
+        sent_at=row.created_at,
     )
 
 
@@ -66,14 +68,16 @@ def rated_message(
     conn: Connection, platform: str, workspace: str, channel: str, platform_message_id: str
 ) -> RatedMessage | None:
     """Found through ``ix_messages_platform_message_id``. A Discord thread is a channel of
-    its own there, and the thread of its conversation here: either column may hold it.
+    its own there, and the thread of its conversation here: either column may hold it (on
+    Discord only: a Telegram chat id may equal a forum topic's id elsewhere).
     A long reply's receipt is its first chunk's id, so a reaction on a later chunk finds
     nothing (and counts for nothing)."""
     query = _TARGET.where(
         messages.c.platform_message_id == platform_message_id,
         conversations.c.platform == platform,
         conversations.c.workspace == workspace,
-        (conversations.c.channel == channel) | (conversations.c.thread == channel),
+        (conversations.c.channel == channel)
+        | ((conversations.c.thread == channel) & (conversations.c.platform == "discord")),
     )
     row = conn.execute(query.order_by(messages.c.id).limit(1)).first()
     return _target(row) if row is not None else None
@@ -180,6 +184,19 @@ def claim_question(conn: Connection, feedback_id: int, *, now: datetime) -> bool
     ).rowcount
     if not claimed:
         return False
+    # Only the newest question waits: the person's next message answers this one, and
+    # an older one left open would take the message after (it ends with no comment).
+    conn.execute(
+        update(feedback)
+        .where(
+            feedback.c.conversation_id == row.conversation_id,
+            feedback.c.user_id == row.user_id,
+            feedback.c.id != feedback_id,
+            feedback.c.asked_at.is_not(None),
+            feedback.c.comment.is_(None),
+        )
+        .values(comment="", updated_at=now)
+    )
     audit.append(
         conn,
         actor=row.user_id,
@@ -209,6 +226,7 @@ def awaiting(conn: Connection, conversation_id: str, user: str, *, since: dateti
         .where(
             feedback.c.conversation_id == conversation_id,
             feedback.c.user_id == user,
+            feedback.c.rating == "down",
             feedback.c.comment.is_(None),
             feedback.c.asked_at >= since,
         )

@@ -8,16 +8,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
+from agent_core.events import utcnow
 from agent_core.feedback import QUESTION, THANKS
-from agent_core.storage.schema import feedback
+from agent_core.storage.database import Database
+from agent_core.storage.schema import feedback, messages
 from tests.fakes.database_reads import read_database
 from tests.fakes.discord_server import CHANNEL, FakeDiscord
 from tests.fakes.gateway import GatewayProcess
@@ -185,6 +188,78 @@ async def test_skip_ends_the_wait_and_keeps_no_comment(
     assert model_server.user_texts()[-1] == "two"
 
 
+async def test_only_the_newest_thumbs_down_waits_and_a_thumbs_up_ends_the_wait(
+    make_client: ClientFactory, model_server: FakeModelServer, database_url: str
+) -> None:
+    """Two 👎 ask twice, but only the newest question waits: the next message answers it
+    and the one after is a turn. A 👎 turned 👍 takes nothing: the next message is a turn.
+    A 👎 on a reply older than a day is kept and asks nothing. A user name with a
+    trailing newline is refused."""
+    model_server.script("One.", "Two.", "Three.", "Four.", "Five.")
+    client = await make_client(model_server)
+    replies = []
+    for text, answer in (("a", "One."), ("b", "Two.")):
+        accepted = await _say(client, text)
+        replies.append(await _answered(client, accepted["conversation_id"], answer))
+    conversation = accepted["conversation_id"]
+    for reply in replies:
+        assert (await _rate(client, reply["id"], "down"))[0] == 200
+    texts = [i["text"] for i in await _items(client, conversation)]
+    assert texts.count(QUESTION) == 2
+    assert (await _say(client, "the second was wrong"))["turn_id"] == 0
+    third = await _say(client, "c")
+    assert third["turn_id"] != 0
+    await _answered(client, conversation, "Three.")
+    assert read_database(database_url, _ratings) == [
+        ("web:local", "down", "", True),
+        ("web:local", "down", "the second was wrong", True),
+    ]
+
+    fourth = await _say(client, "d")
+    reply = await _answered(client, conversation, "Four.")
+    assert (await _rate(client, reply["id"], "down"))[0] == 200
+    await _until_text_count(client, conversation, QUESTION, 3)
+    assert (await _rate(client, reply["id"], "up"))[0] == 200
+    assert (await _say(client, "e"))["turn_id"] != 0
+    await _answered(client, conversation, "Five.")
+    assert model_server.user_texts()[-1] == "e"
+    assert fourth["turn_id"] != 0
+
+    def age(conn: Connection) -> None:
+        conn.execute(
+            update(messages)
+            .where(messages.c.id == replies[0]["id"])
+            .values(created_at=utcnow() - timedelta(days=2))
+        )
+
+    await _write(database_url, age)
+    assert (await _rate(client, replies[0]["id"], None))[0] == 200
+    assert (await _rate(client, replies[0]["id"], "up", user="carol"))[0] == 200
+    assert (await _rate(client, replies[0]["id"], "down", user="carol"))[0] == 200
+    texts = [i["text"] for i in await _items(client, conversation)]
+    assert texts.count(QUESTION) == 3
+    assert ("web:carol", "down", None, False) in read_database(database_url, _ratings)
+    response = await client.post(
+        "/api/feedback", json={"message_id": replies[0]["id"], "rating": "up", "user": "ann\n"}
+    )
+    assert response.status == 400
+
+
+async def _until_text_count(client: Client, conversation_id: str, text: str, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while [i["text"] for i in await _items(client, conversation_id)].count(text) < count:
+        assert time.monotonic() < deadline, text
+        await asyncio.sleep(0.05)
+
+
+async def _write(database_url: str, fn: Callable[[Connection], None]) -> None:
+    database = Database(database_url)
+    try:
+        await database.write(fn)
+    finally:
+        await database.dispose()
+
+
 # -- Slack, Telegram and Discord -------------------------------------------------------------
 
 
@@ -284,6 +359,37 @@ def test_slack_reactions_rate_the_bots_reply_and_a_thumbs_down_asks_once(
 GROUP = -1001987654321
 ALICE = 5551234
 MALLORY = 6660000
+
+
+@pytest.mark.any_database
+def test_reactions_count_against_their_persons_message_rate(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """A reaction spends from its person's rate as a message does: over it, a 👎 changes
+    nothing and posts no question (nobody can make the agent post for every old reply)."""
+    process = _process(
+        database_url,
+        tmp_path,
+        allow="slack:U0ALICE",
+        CHATGATE_RATE_BURST="2",
+        CHATGATE_RATE_PER_MINUTE="0.5",
+        **slack.settings(),
+        **model_server.settings(),
+    )
+    process.start()
+    try:
+        model_server.script("The build is green.")
+        thread = "1700000500.000100"
+        assert _post_event(process, _mention("how is the build?", ts=thread))[0] == 200
+        slack.wait_for("chat.postMessage", 1)
+        reply = posted_ts(1)
+        assert _post_event(process, _slack_reaction("+1", ts=reply))[0] == 200
+        _settled(database_url, [("slack:U0ALICE", "up", None, False)])
+        assert _post_event(process, _slack_reaction("-1", ts=reply))[0] == 200
+        _unchanged(database_url, [("slack:U0ALICE", "up", None, False)])
+        assert len(slack.posted()) == 1
+    finally:
+        process.stop()
 
 
 def _telegram_reaction(

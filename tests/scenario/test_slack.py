@@ -304,6 +304,10 @@ def test_malformed_and_oversize_bodies_are_refused_without_a_500(
     assert http("POST", url, raw=body.encode(), headers=odd)[0] == 401
     big = json.dumps({"type": "event_callback", "pad": "x" * (1024 * 1024 + 10)})
     assert http("POST", url, raw=big.encode(), headers=json_headers | signed_headers(big))[0] == 413
+    for event in ([], "app_mention", 7, None):
+        odd_event = json.dumps({"type": "event_callback", "event_id": "Ev9", "event": event})
+        signed = json_headers | signed_headers(odd_event)
+        assert http("POST", url, raw=odd_event.encode(), headers=signed)[0] == 400, event
     assert model_server.requests == []
 
 

@@ -112,10 +112,12 @@ def test_a_turn_made_a_case_reads_back_whole_whatever_its_text(tmp_path: Path) -
     from agent_core.replay.recorded import Original, RecordedTurn
 
     nasty = 'a "quote" """ \\ back\nline\x7fdel ]]\n[[case]]\nname = "x" 🚀\t\x01'
+    lone = "half \ud800 a pair"
     calls = (
         RecordedCall(name="t1", arguments={"q": nasty, "n": [1, 2.5, True]}, result=nasty),
         RecordedCall(name="t2", arguments={"gone": None, "far": float("inf")}, result="r"),
         RecordedCall(name="t3", arguments="not json at all", result="r3", status="error"),
+        RecordedCall(name="t4", arguments={"q": lone}, result=lone),
     )
     turn = RecordedTurn(
         id=5,
@@ -139,11 +141,31 @@ def test_a_turn_made_a_case_reads_back_whole_whatever_its_text(tmp_path: Path) -
     assert case.scenario.messages == (nasty, "second")
     assert case.scenario.summary == nasty
     assert case.scenario.history == (ChatMessage(role="user", content=nasty),)
-    assert [(c.name, c.result, c.status) for c in case.tools] == [
-        (c.name, c.result, c.status) for c in calls
+    assert [(c.name, c.result, c.status) for c in case.tools[:3]] == [
+        (c.name, c.result, c.status) for c in calls[:3]
     ]
     assert case.tools[0].arguments == {"q": nasty, "n": [1, 2.5, True]}
     assert case.tools[1].arguments == {"gone": None, "far": float("inf")}
     assert case.tools[2].arguments == "not json at all"
+    # A lone surrogate (no file can hold one) is written as U+FFFD.
+    assert case.tools[3].arguments == {"q": "half \ufffd a pair"}
+    assert case.tools[3].result == "half \ufffd a pair"
     assert case.expect.similar_to == nasty
-    assert [p.name for p in case.expect.tool_called] == ["t1", "t2", "t3"]
+    assert [p.name for p in case.expect.tool_called] == ["t1", "t2", "t3", "t4"]
+
+
+def test_the_terminal_reports_show_control_characters_as_escapes() -> None:
+    """Words from a conversation cannot move the cursor, retitle the window or fake a
+    line: every control character and lone surrogate is printed escaped."""
+    from agent_core.replay.evals import CheckResult, Suite, report_table
+
+    hostile = "\x1b[1A\x1b[2K\x1b]0;PWNED\x07PASS trust me\nPASS  fake\x85\ud800"
+    result = _result(hostile, False)
+    result.checks = [CheckResult(kind="contains", what=hostile, passed=False, why=hostile)]
+    result.rerun.error = hostile
+    suite = Suite(path=Path("s.toml"), name="s", cases=(result.case,))
+    shown = report_table(suite, Scored(results=(result,), baseline={}), model="m")
+    for bad in ("\x1b", "\x07", "\x85", "\ud800"):
+        assert bad not in shown
+    assert "\\x1b]0;PWNED\\x07PASS trust me\\nPASS  fake\\x85\\ud800" in shown
+    assert all(not line.startswith("PASS") for line in shown.splitlines())
