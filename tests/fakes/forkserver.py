@@ -71,6 +71,10 @@ def _child(
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        if request.get("errors"):  # stderr apart from stdout
+            errors = os.open(request["errors"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(errors, 2)
+            os.close(errors)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -159,12 +163,21 @@ class ForkedProcess:
     """A ``chatgate`` process the fork server started, used like ``subprocess.Popen``."""
 
     def __init__(
-        self, server: str, argv: list[str], *, env: dict[str, str], cwd: Path, log: Path
+        self,
+        server: str,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: Path,
+        log: Path,
+        errors: Path | None = None,
     ) -> None:
         self.args = argv
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._conn.connect(server)
         request = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
+        if errors is not None:
+            request["errors"] = str(errors)
         self._conn.sendall(json.dumps(request).encode() + b"\n")
         self._buffer = b""
         self.pid = int(self._message(None)["pid"])

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -74,17 +75,36 @@ def child_env(**settings: str) -> dict[str, str]:
     return env
 
 
-def run_chatgate(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
-    """The real ``chatgate`` command, run to its end, its output captured."""
-    return subprocess.run(
-        [str(CHATGATE), *args],
-        cwd=cwd,
-        env=child_env(**settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def run_chatgate(
+    *args: str, cwd: Path, fork: bool = True, **settings: str
+) -> subprocess.CompletedProcess[str]:
+    """The real ``chatgate`` command, run to its end, its output captured: forked from the
+    fork server when one runs and ``fork`` allows it (a command that imports litellm then
+    skips seconds of import), else started from scratch."""
+    env = child_env(**settings)
+    if not (fork and FORK_SERVER is not None):
+        return subprocess.run(
+            [str(CHATGATE), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    with tempfile.TemporaryDirectory(prefix="chatgate-cli-") as scratch:
+        out, err = Path(scratch, "out"), Path(scratch, "err")
+        process = ForkedProcess(FORK_SERVER, list(args), env=env, cwd=cwd, log=out, errors=err)
+        try:
+            code = process.wait(timeout=120)
+        finally:
+            process.kill()
+        return subprocess.CompletedProcess(
+            [str(CHATGATE), *args],
+            code,
+            out.read_text(encoding="utf-8", errors="replace") if out.exists() else "",
+            err.read_text(encoding="utf-8", errors="replace") if err.exists() else "",
+        )
 
 
 def http(

@@ -10,9 +10,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.conftest import ClientFactory
 from tests.scenario.test_replay import call, chatgate
+
+# About suites and checks, not the storage (test_replay reads turns on both databases):
+# the SQLite pass runs it (tests/conftest.py).
+pytestmark = pytest.mark.any_database
 
 SUITE = """
 [suite]
