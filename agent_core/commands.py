@@ -19,6 +19,8 @@ CommandName: TypeAlias = Literal[
     "stop",
     "busy",
     "forget",
+    "model",
+    "profile",
 ]
 
 _COMMAND = re.compile(r"^/?(?P<name>[a-z]+)(?:\s+(?P<args>.*))?$", re.DOTALL)

@@ -170,6 +170,13 @@ class Reply:
     # The message the reply was shown in while it was written (``Outbound.live``): the
     # reply goes into it (its first chunk), and it is the receipt.
     live_message: str | None = None
+    # Only this person (``platform:user_id``) should see it, where the platform can do
+    # that (Slack's ephemeral messages, Discord's ephemeral answer to the interaction the
+    # command came from); elsewhere it is an ordinary message.
+    private_to: str | None = None
+    # The ``platform_event_id`` of the message (a slash command, an interaction) it
+    # answers: a platform that answers an interaction in place finds it by this.
+    answers: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -57,6 +57,10 @@ class Gatekeeper:
         self._refused: dict[str, float] = {}
         self._membership = Membership(policy, store.is_paired)
 
+    def is_admin(self, user: str) -> bool:
+        """Is this user one of the admins (``CHATGATE_ADMINS``)?"""
+        return self._policy.is_admin(user)
+
     async def is_member(self, user: str) -> bool:
         """May this user talk to the agent (outside any particular group)?"""
         return self._policy.is_member(user) or await self._store.is_paired(user)
@@ -128,11 +132,13 @@ class Gatekeeper:
         text: str,
         *,
         payload: dict[str, JsonValue] | None = None,
+        private: bool = False,
     ) -> None:
         """Answer a message without the model: a note in the history, sent to the platform.
 
         ``payload`` is structured content a platform may render richer than the text
-        (the ``jobs`` listing's buttons)."""
+        (the ``jobs`` listing's buttons); ``private``: only the sender should see it,
+        where the platform can do that (``Reply.private_to``)."""
         await self._store.add_note(accepted.conversation_id, text, payload=payload)
         if event.platform == "web":
             return  # the note is the delivery; the page's stream shows it
@@ -142,6 +148,8 @@ class Gatekeeper:
             reply_to=event.reply_to,
             idempotency_key=f"access:{event.platform}:{event.platform_event_id}",
             payload=payload,
+            private_to=event.user if private else None,
+            answers=event.platform_event_id,
         )
         try:
             await self._outbound.send(reply)

@@ -167,6 +167,9 @@ class TurnRecord:
     marked: TurnState | None = None
     # Files came with its message (``agent_core.files``).
     has_files: bool = False
+    # The profile and the model an admin chose for its conversation (``agent_core.profiles``).
+    pinned_profile: str | None = None
+    pinned_model: str | None = None
 
     def step(self, seq: int) -> StepRecord | None:
         """The journaled step with this sequence number, if any."""

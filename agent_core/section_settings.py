@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_core.permissions import PolicyRule
+
 
 class RunCommandSettings(BaseModel):
     """``[tools.run_command]``: the sandbox's limits, network and backends."""
@@ -103,15 +105,60 @@ class McpSettings(BaseModel):
 
 
 class ProfileSetting(BaseModel):
-    """A ``[[profile]]`` of chatgate.toml: a named model and system prompt to try
-    (``chatgate replay --profile NAME``, ``chatgate eval --profile NAME``)."""
+    """A ``[[profile]]`` of chatgate.toml: what the agent is where it applies (its model,
+    system prompt, tools, policies, budgets, busy mode, whether it answers every message),
+    and where that is (a platform, a workspace or guild, a channel or chat; a thread has
+    its channel's). One with no place applies nowhere by itself: ``/profile NAME`` (an
+    admin) or ``chatgate replay --profile NAME`` choose it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    # Where it applies: every key given must hold. The most specific profile wins
+    # (channel, then workspace, then platform, then ``default``); in a tie, the first.
+    platform: Literal["slack", "telegram", "discord", "web"] | None = None
+    workspace: str | None = Field(None, min_length=1)
+    channel: str | None = Field(None, min_length=1)
+    # Applies wherever no profile with a place does.
+    default: bool = False
     # A litellm model name; unset: CHATGATE_MODEL.
     model: str | None = Field(None, min_length=1)
     # Its server (OpenAI-compatible); unset: CHATGATE_MODEL_API_BASE on the same provider.
     api_base: str | None = Field(None, min_length=1)
+    # Tried in order when the model fails; unset: CHATGATE_FALLBACK_MODELS.
+    fallback_models: list[str] | None = None
     # Unset: CHATGATE_SYSTEM_PROMPT.
     system_prompt: str | None = Field(None, min_length=1)
+    # The tools offered: names or shell patterns ("memory_*", "github__*"); unset: all.
+    tools: list[str] | None = None
+    # Checked before the top-level [[policy]] rules (the first rule that matches decides).
+    policy: list[PolicyRule] = Field(default_factory=list)
+    # Budgets in place of the settings' (unset: the settings').
+    budget_turn_tokens: int | None = Field(None, ge=1)
+    budget_conversation_tokens: int | None = Field(None, ge=1)
+    budget_conversation_usd: float | None = Field(None, gt=0)
+    budget_user_daily_tokens: int | None = Field(None, ge=1)
+    budget_user_daily_usd: float | None = Field(None, gt=0)
+    # A conversation's busy mode where it set none (unset: CHATGATE_BUSY_MODE).
+    busy_mode: Literal["queue", "steer", "interrupt", "collect"] | None = None
+    # "all": answer every message in its channels and groups, not only those that mention
+    # the agent (the platform must deliver them: see README); unset: "mentions".
+    reply: Literal["all", "mentions"] | None = None
+
+    @model_validator(mode="after")
+    def _placed_once(self) -> ProfileSetting:
+        if self.default and (self.platform or self.workspace or self.channel):
+            raise ValueError(f"profile {self.name!r}: default = true takes no place keys")
+        return self
+
+    @property
+    def place(self) -> int:
+        """How specific its place is: 3 channel, 2 workspace, 1 platform, 0 default, -1
+        none (it applies only when chosen)."""
+        if self.channel:
+            return 3
+        if self.workspace:
+            return 2
+        if self.platform:
+            return 1
+        return 0 if self.default else -1

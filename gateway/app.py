@@ -51,6 +51,7 @@ from workers.bootstrap import (
     budget_limits,
     build_core,
     build_model,
+    build_profiles,
     close_models,
     credentials,
     maintenance_cron,
@@ -239,6 +240,7 @@ def build_app(
                 submit=functools.partial(submit_or_later, queue),
                 budgets=budget_limits(settings),
                 busy_mode=settings.busy_mode,
+                profiles=build_profiles(settings),
             )
             files = store_for(settings)
             bucket = files if isinstance(files, BucketBlobs) else None

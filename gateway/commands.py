@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import JsonValue
 
 from agent_core import forget_me
 from agent_core.budgets import BudgetLimits
+from agent_core.command_registry import BY_NAME, help_text
 from agent_core.commands import ParsedCommand
 from agent_core.errors import ScheduleActionError
 from agent_core.events import InboundMessage, utcnow
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.journaled import JobsListing, RunItem, ScheduleItem
+from agent_core.profiles import Profiles
 from agent_core.records import Accepted, BusyMode, RunRecord, ScheduleRecord
 from agent_core.scheduling.service import Schedules
 from agent_core.stores import FeedbackStore, JobStore, Ledger, UsageStore
@@ -38,8 +40,10 @@ class ChatCommands:
         submit: Callable[[Sequence[int]], Awaitable[None]],
         budgets: BudgetLimits | None = None,
         busy_mode: BusyMode = "queue",
+        profiles: Profiles | None = None,
     ) -> None:
         self._store = store
+        self._profiles_of = profiles
         self._busy_mode: BusyMode = busy_mode
         self._gate = gate
         self._schedules = schedules
@@ -51,31 +55,81 @@ class ChatCommands:
         self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
     ) -> None:
         """Do what ``command`` asks and answer in the conversation it came from."""
+        private = BY_NAME[command.name].answer == "private"
+
+        async def tell(text: str, payload: dict[str, JsonValue] | None = None) -> None:
+            await self._gate.tell(event, accepted, text, payload=payload, private=private)
+
         match command.name:
             case "help":
-                await self._gate.tell(event, accepted, HELP)
+                await tell(help_text())
             case "new":
                 await self._store.start_fresh(accepted.conversation_id, FRESH)
             case "usage":
-                await self._gate.tell(event, accepted, await self._usage(event, accepted))
+                await tell(await self._usage(event, accepted))
             case "jobs":
-                text, payload = await self.jobs_listing(accepted.conversation_id)
-                await self._gate.tell(event, accepted, text, payload=payload)
+                await tell(*await self.jobs_listing(accepted.conversation_id))
             case "cancel":
-                await self._gate.tell(
-                    event, accepted, await self._cancel(command.args, event, accepted)
-                )
+                await tell(await self._cancel(command.args, event, accepted))
             case "bg":
-                await self._gate.tell(
-                    event, accepted, await self._background(command, event, accepted)
-                )
+                await tell(await self._background(command, event, accepted))
             case "schedule":
-                await self._gate.tell(event, accepted, SCHEDULE_HOW)
+                await tell(SCHEDULE_HOW)
             case "busy":
-                await self._gate.tell(event, accepted, await self._busy(command.args, accepted))
+                await tell(await self._busy(command.args, accepted))
             case "forget":
-                text, payload = forget_me.question(event.user, now=utcnow())
-                await self._gate.tell(event, accepted, text, payload=payload)
+                await tell(*forget_me.question(event.user, now=utcnow()))
+            case "model" | "profile":
+                await tell(await self._profiles(command, event, accepted))
+
+    async def _profiles(
+        self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
+    ) -> str:
+        """``/profile`` and ``/model``: what applies here and why; with a name, an admin
+        chooses (``default`` goes back to what the place gives)."""
+        profiles = self._profiles_of
+        if profiles is None:
+            return "No profiles are configured."
+        kind: Literal["profile", "model"] = "model" if command.name == "model" else "profile"
+        wanted = command.args.strip()
+        if wanted:
+            if not self._gate.is_admin(event.user):
+                return f"Only an admin can choose the {kind} here."
+            known = profiles.names if kind == "profile" else profiles.models()
+            if wanted != "default" and wanted not in known:
+                listed = ", ".join(known) or "none"
+                return f"Unknown {kind} {wanted!r}. Configured: {listed}."
+            value = None if wanted == "default" else wanted
+            await self._store.pin(accepted.conversation_id, kind=kind, value=value)
+        pinned_profile, pinned_model = await self._store.pins(accepted.conversation_id)
+        applied = profiles.applied(
+            event.conversation, pinned_profile=pinned_profile, pinned_model=pinned_model
+        )
+        if kind == "model":
+            why = "chosen by an admin" if pinned_model else f"from profile {applied.shown_name}"
+            fallbacks = f"; fallbacks {', '.join(applied.fallbacks)}" if applied.fallbacks else ""
+            listed = ", ".join(profiles.models()) or "none"
+            return (
+                f"Model here: {applied.model or 'none configured'} ({why}{fallbacks}). "
+                f"Configured: {listed}. An admin can choose one: /model NAME, or /model default."
+            )
+        if pinned_profile and applied.name == pinned_profile:
+            why = "chosen by an admin"
+        elif applied.name is None:
+            why = "no profile applies here: the settings' own"
+        else:
+            why = "from where this conversation is"
+        tools = "all" if applied.tools is None else ", ".join(applied.tools) or "none"
+        prompt = " ".join(applied.system_prompt.split())
+        shown = prompt if len(prompt) <= 120 else prompt[:119] + "…"
+        listed = ", ".join(profiles.names) or "none"
+        return (
+            f"Profile here: {applied.shown_name} ({why}). Model {applied.model or 'none'}; "
+            f"tools: {tools}; busy mode {applied.busy_mode}; answers "
+            f"{'every message' if applied.reply == 'all' else 'when mentioned'}; system "
+            f'prompt: "{shown}". Profiles: {listed}. An admin can choose one: /profile NAME, '
+            "or /profile default."
+        )
 
     async def _busy(self, args: str, accepted: Accepted) -> str:
         """``/busy``: what a message sent while a turn runs does here; ``/busy MODE`` sets
@@ -195,18 +249,6 @@ class ChatCommands:
         return f"Working on it in the background (job {job_id}); the answer will be posted here."
 
 
-HELP = """Commands:
-/help: this list
-/new: start afresh (earlier messages stay here but are no longer sent to the model)
-/jobs: this conversation's schedules, their latest runs, and buttons to pause, resume, delete
-/cancel ID: delete a schedule
-/bg PROMPT: work on PROMPT in the background and post the answer here
-/stop: stop what the agent is doing here (at its next step; an approval it waits for is cancelled)
-/busy [MODE]: what a message sent while the agent works does here (queue, steer, interrupt, collect)
-/usage: turns, model calls and tokens in this conversation
-/approve ID, /deny ID: decide a pending approval (or press its buttons)
-forget me: erase everything chatgate holds about you (asks first, with buttons)
-Ask in words to schedule something ("every weekday at 9, summarise ...")."""
 SCHEDULE_HOW = (
     'Ask me in words, e.g. "every weekday at 9:00, summarise the open incidents" or "in 2 '
     'hours remind me to call Sam"; /jobs lists what is scheduled here.'

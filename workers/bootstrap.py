@@ -39,6 +39,7 @@ from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.process_identity import process_owner, take_over_leases
+from agent_core.profiles import Profiles
 from agent_core.sandbox.base import FILES_INSIDE, SandboxLimits, make_inbox
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
 from agent_core.scheduling.service import ScheduleLimits, Schedules
@@ -136,6 +137,20 @@ def credentials(settings: Settings, environ: Mapping[str, str] | None = None) ->
         if password:
             values[name] = password
     return Secrets(values)
+
+
+def build_profiles(settings: Settings) -> Profiles:
+    """The ``[[profile]]`` tables, over the settings they fall back on."""
+    return Profiles(
+        settings.profile,
+        model=settings.model,
+        api_base=settings.model_api_base,
+        fallbacks=settings.fallback_models,
+        system_prompt=settings.system_prompt,
+        budgets=budget_limits(settings),
+        busy_mode=settings.busy_mode,
+        policy=settings.policy,
+    )
 
 
 def build_schedules(settings: Settings, store: Store) -> Schedules:

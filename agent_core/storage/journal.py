@@ -57,6 +57,8 @@ _HEAD = (
         conversations.c.channel,
         conversations.c.thread,
         conversations.c.busy_mode,
+        conversations.c.profile.label("pinned_profile"),
+        conversations.c.model.label("pinned_model"),
         select(messages.c.text)
         .where(messages.c.turn_id == turns.c.id, messages.c.role == "user")
         .order_by(messages.c.id)
@@ -212,6 +214,8 @@ def _turn_record(
         live_message=row.live_message,
         stop_requested_by=row.stop_requested_by,
         busy_mode=head.busy_mode,
+        pinned_profile=head.pinned_profile,
+        pinned_model=head.pinned_model,
         marked=row.marked,
         has_files=bool(head.has_files),
     )

@@ -452,6 +452,24 @@ def busy_mode(conn: Connection, conversation_id: str) -> BusyMode | None:
     return cast(BusyMode, found) if found in get_args(BusyMode) else None
 
 
+def pin(conn: Connection, conversation_id: str, *, kind: str, value: str | None) -> None:
+    """Set (or, with None, clear) what an admin chose here: ``kind`` is profile or model."""
+    column = {"profile": conversations.c.profile, "model": conversations.c.model}[kind]
+    conn.execute(
+        update(conversations).where(conversations.c.id == conversation_id).values({column: value})
+    )
+
+
+def pins(conn: Connection, conversation_id: str) -> tuple[str | None, str | None]:
+    """The profile and the model an admin chose here (None: none)."""
+    row = conn.execute(
+        select(conversations.c.profile, conversations.c.model).where(
+            conversations.c.id == conversation_id
+        )
+    ).first()
+    return (row.profile, row.model) if row is not None else (None, None)
+
+
 def conversation_id_for(conn: Connection, key: ConversationKey) -> str | None:
     query = select(conversations.c.id).where(
         conversations.c.platform == key.platform,

@@ -81,6 +81,9 @@ conversations = Table(
     Column("summary_turn", Id),
     # What a message arriving while a turn runs does here (``/busy``); NULL: the setting.
     Column("busy_mode", String(16)),
+    # What an admin chose here (``/profile NAME``, ``/model NAME``); None: the place's.
+    Column("profile", String(64)),
+    Column("model", String(255)),
     UniqueConstraint("platform", "workspace", "channel", "thread", name="uq_conversations_key"),
     Index("ix_conversations_platform_updated", "platform", "updated_at"),
     Index("ix_conversations_updated_at", "updated_at"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime, timedelta
+from typing import Literal
 
 from pydantic import JsonValue
 from sqlalchemy.exc import IntegrityError
@@ -220,6 +221,16 @@ class Store(PeopleRows, FileRows, FeedbackRows):
     async def busy_mode(self, conversation_id: str) -> BusyMode | None:
         """The conversation's own busy mode, if it has one."""
         return await self.database.read(ledger.busy_mode, conversation_id)
+
+    async def pin(
+        self, conversation_id: str, *, kind: Literal["profile", "model"], value: str | None
+    ) -> None:
+        """Choose the conversation's profile or model; None clears the choice."""
+        await self.database.write(ledger.pin, conversation_id, kind=kind, value=value)
+
+    async def pins(self, conversation_id: str) -> tuple[str | None, str | None]:
+        """The profile and the model chosen for the conversation."""
+        return await self.database.read(ledger.pins, conversation_id)
 
     async def request_stop(
         self,

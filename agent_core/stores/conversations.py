@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import JsonValue
 
@@ -55,6 +55,17 @@ class Ledger(Marks, Protocol):
 
     async def busy_mode(self, conversation_id: str) -> BusyMode | None:
         """The conversation's own busy mode, if it has one."""
+        ...
+
+    async def pin(
+        self, conversation_id: str, *, kind: Literal["profile", "model"], value: str | None
+    ) -> None:
+        """Choose the conversation's profile or model (``/profile``, ``/model``); None
+        goes back to what its place gives it."""
+        ...
+
+    async def pins(self, conversation_id: str) -> tuple[str | None, str | None]:
+        """The profile and the model chosen for the conversation, if any."""
         ...
 
     async def request_stop(
