@@ -20,6 +20,8 @@ is sent again with the same key, which the sender uses to avoid a duplicate.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import fnmatch
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -41,6 +43,8 @@ from agent_core.history import Past, Prompter
 from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import PENDING, LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
+from agent_core.permissions import Permissions
+from agent_core.profiles import Applied, Profiles
 from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.reply_step import ReplyStep, known_message
 from agent_core.stores import Journal, UsageStore
@@ -71,6 +75,10 @@ NO_MODEL_REPLY = (
 
 class TurnStore(Journal, UsageStore, Protocol):
     """What the turn runner asks of the storage."""
+
+
+ModelFor = Callable[[Applied], "Model | None"]
+"""The model a profile names (its server and fallbacks); the bootstrap builds each once."""
 
 
 class TurnObserver(Protocol):
@@ -117,8 +125,15 @@ class TurnRunner:
         collect_seconds: float = 3.0,
         show_marks: bool = True,
         files: TurnFiles | None = None,
+        profiles: Profiles | None = None,
+        models: ModelFor | None = None,
     ) -> None:
         self._store = store
+        # What applies where (``[[profile]]``), and the model each names (built once each).
+        self._profiles = profiles
+        self._models = models
+        self._setups: dict[tuple[object, ...], _Setup] = {}
+        self._summarizer = summarizer
         self._stream_replies = stream_replies
         self._busy = BusyModes(store, default=busy_mode, collect_seconds=collect_seconds)
         self._show_marks = show_marks
@@ -141,6 +156,7 @@ class TurnRunner:
         )
         self._budgets = budgets
         self._model = model
+        self._default = _Setup(profile=None, model=model, prompter=self._prompter, budgets=budgets)
         self._outbound = outbound
         self._system_prompt = system_prompt
         self._reply_max_tokens = reply_max_tokens
@@ -233,6 +249,7 @@ class TurnRunner:
         if self._observer:
             self._observer.turn_started(turn)
         status: TurnStatus | None = None
+        setup, turn = self._setup(turn)
         with structlog.contextvars.bound_contextvars(
             turn_id=turn.id,
             conversation_id=turn.conversation_id,
@@ -246,7 +263,7 @@ class TurnRunner:
                 if await self._lost_access(turn):
                     status = await self._stop_for_access(turn)
                     return status
-                live = await self._live(turn)
+                live = await self._live(turn, setup)
                 pacer = (
                     Pacer(
                         live,
@@ -269,7 +286,12 @@ class TurnRunner:
                     async with self._running.watch(turn.id) as stop:
                         await self._busy.settle(turn)
                         answer = await self._think(
-                            turn, pacer, stop, retry_errors=retry_errors, before_step=before_step
+                            turn,
+                            setup,
+                            pacer,
+                            stop,
+                            retry_errors=retry_errors,
+                            before_step=before_step,
                         )
                 except Suspended:
                     log.info("turn waiting for a decision", attempt=turn.attempts + 1)
@@ -364,22 +386,64 @@ class TurnRunner:
         )
         return "failed"
 
+    def _setup(self, turn: TurnRecord) -> tuple[_Setup, TurnRecord]:
+        """What the agent is for this turn (its conversation's profile, or the settings'
+        own), and the turn with the profile's busy mode where its conversation set none."""
+        if self._profiles is None:
+            return self._default, turn
+        applied = self._profiles.applied(
+            turn.conversation,
+            pinned_profile=turn.pinned_profile,
+            pinned_model=turn.pinned_model,
+        )
+        if turn.busy_mode is None:
+            turn = dataclasses.replace(turn, busy_mode=applied.busy_mode)
+        key = (applied.name, applied.model, applied.api_base, applied.fallbacks)
+        found = self._setups.get(key)
+        if found is None:
+            found = self._build_setup(applied)
+            self._setups[key] = found
+        return found, turn
+
+    def _build_setup(self, applied: Applied) -> _Setup:
+        model = self._models(applied) if self._models is not None else self._model
+        prompter = self._prompter
+        if model is not None and (
+            model is not self._model or applied.system_prompt != self._system_prompt
+        ):
+            prompter = Prompter(
+                self._store,
+                model=model,
+                summarizer=self._summarizer or model,
+                system_prompt=applied.system_prompt,
+                reply_max_tokens=self._reply_max_tokens,
+            )
+        return _Setup(
+            profile=applied.name,
+            model=model,
+            prompter=prompter,
+            budgets=applied.budgets,
+            tools=applied.tools,
+            # A profile's rules go before the settings' (the tool round has those alone).
+            permissions=Permissions(list(applied.policy)) if applied.name else None,
+        )
+
     def stop(self, turn_id: int, *, by: str) -> bool:
         """Stop a turn this runner runs now, at its next step boundary (False: it runs
         nowhere here; the journal's ``stop_requested_by`` reaches it wherever it runs)."""
         return self._running.stop(turn_id, by=by)
 
-    async def _prepare(self, turn: TurnRecord) -> Prepared:
+    async def _prepare(self, turn: TurnRecord, model: Model | None) -> Prepared:
         """The turn's message, with the files that came with it (fetched once)."""
-        if self._files is None or self._model is None or not turn.has_files:
+        if self._files is None or model is None or not turn.has_files:
             return Prepared(ChatMessage(role="user", content=turn.trigger_text))
-        await self._model.warm_up()  # litellm's model map says whether it sees images
-        return await self._files.prepare(turn, sees_images=self._model.sees_images())
+        await model.warm_up()  # litellm's model map says whether it sees images
+        return await self._files.prepare(turn, sees_images=model.sees_images())
 
-    async def _live(self, turn: TurnRecord) -> LiveReply | None:
+    async def _live(self, turn: TurnRecord, setup: _Setup) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that;
         the message an earlier attempt posted and did not journal is looked for first."""
-        if self._model is None or not self._stream_replies:
+        if setup.model is None or not self._stream_replies:
             return None
         live = self._outbound.live(
             turn.conversation,
@@ -397,6 +461,7 @@ class TurnRunner:
     async def _think(
         self,
         turn: TurnRecord,
+        setup: _Setup,
         pacer: Pacer | None,
         stop: StopSignal,
         *,
@@ -411,23 +476,25 @@ class TurnRunner:
             conversation=turn.conversation,
             user=turn.user,
         )
+        model = setup.model
+        offered = self._tools.tools_for(context) if model is not None else {}
         offer = Offer(
-            self._tools.tools_for(context) if self._model is not None else {},
+            {name: tool for name, tool in offered.items() if setup.offers(name)},
             message=turn.trigger_text,
             limit=self._tools_offered,
         )
         tools = offer.tools()
-        prepared = await self._prepare(turn)
+        prepared = await self._prepare(turn, model)
         current = [prepared.message]
         past: Past | None = None
         seq = 1
         seen_files: set[int] = set()
         for _round in range(self._max_steps):
             taken = await self._busy.take_in(turn, seq, current, first=_round == 0)
-            if taken != seq and self._files is not None and self._model is not None:
+            if taken != seq and self._files is not None and model is not None:
                 # The messages taken in may have come with files.
                 extra = await self._files.taken_in(
-                    turn, sees_images=self._model.sees_images(), seen=seen_files
+                    turn, sees_images=model.sees_images(), seen=seen_files
                 )
                 if extra is not None:
                     current.append(extra.message)
@@ -446,6 +513,7 @@ class TurnRunner:
                 stop.check(seq + 1)
                 output, past = await self._call_model(
                     turn,
+                    setup,
                     seq,
                     past,
                     current,
@@ -473,7 +541,9 @@ class TurnRunner:
             if pacer is not None:
                 pacer.working(f"Running {', '.join(sorted({c.name for c in calls}))}…")
             current.append(ChatMessage(role="assistant", content=text, tool_calls=calls))
-            results = await self._tool_round.run(turn, context, tools, calls, base=seq)
+            results = await self._tool_round.run(
+                turn, context, tools, calls, base=seq, permissions=setup.permissions
+            )
             for call, result in zip(calls, results, strict=True):
                 current.append(ChatMessage(role="tool", content=result, tool_call_id=call.id))
             seq += 2 * len(calls)
@@ -495,6 +565,7 @@ class TurnRunner:
     async def _call_model(
         self,
         turn: TurnRecord,
+        setup: _Setup,
         seq: int,
         past: Past | None,
         current: list[ChatMessage],
@@ -506,7 +577,8 @@ class TurnRunner:
     ) -> tuple[ModelCallOutput, Past]:
         """Make the model call (journaled as started); return its output, not yet journaled,
         and the past it saw."""
-        if self._model is None:
+        model = setup.model
+        if model is None:
             past = await self._start_model_call(turn, seq, past, {})
             output = ModelCallOutput(
                 role="system", text=NO_MODEL_REPLY, error="no model configured"
@@ -514,24 +586,27 @@ class TurnRunner:
             return output, past
         # Packing asks the model for its window and tokenizer: litellm must be loaded (off
         # the event loop) first.
-        await self._model.warm_up()
-        past = await self._start_model_call(turn, seq, past, {"model": self._model.name})
+        await model.warm_up()
+        asked_input: dict[str, JsonValue] = {"model": model.name}
+        if setup.profile is not None:
+            asked_input["profile"] = setup.profile  # which profile answered, in the journal
+        past = await self._start_model_call(turn, seq, past, asked_input)
         verdict = Verdict()
-        if self._budgets.any:
+        if setup.budgets.any:
             spent = await self._store.spending(turn.conversation_id, turn.user, turn_id=turn.id)
-            verdict = judge(self._budgets, spent)
+            verdict = judge(setup.budgets, spent)
             if verdict.stop is not None:
                 log.info("budget reached", reason=verdict.stop)
                 output = ModelCallOutput(role="system", text=verdict.stop, error="budget reached")
                 return output, past
-        assert self._prompter is not None
-        packed, past = await self._prompter.prompt(turn, past, current)
+        assert setup.prompter is not None
+        packed, past = await setup.prompter.prompt(turn, past, current)
         prompt = packed.messages
-        asked = tracing.model_call_attributes(seq, self._model.name)
+        asked = tracing.model_call_attributes(seq, model.name)
         try:
             with tracing.span("chatgate.model_call", asked) as span:
                 reply = await stop.race(
-                    self._model.complete(
+                    model.complete(
                         prompt, max_tokens=self._reply_max_tokens, tools=specs, on_text=on_text
                     ),
                     seq + 1,
@@ -594,3 +669,22 @@ class _Answer:
     text: str
     error: str | None
     answered: FinishedStep | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Setup:
+    """What the agent is for a turn: its profile's name (None: the settings' own), the
+    model and prompt builder, the budgets, the tools offered and the policy."""
+
+    profile: str | None
+    model: Model | None
+    prompter: Prompter | None
+    budgets: BudgetLimits
+    # Names or shell patterns of the tools offered (None: all).
+    tools: tuple[str, ...] | None = None
+    # The profile's rules before the settings' (None: the tool round's own).
+    permissions: Permissions | None = None
+
+    def offers(self, tool: str) -> bool:
+        """Whether the turn is offered this tool."""
+        return self.tools is None or any(fnmatch.fnmatchcase(tool, p) for p in self.tools)

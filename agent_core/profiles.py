@@ -88,6 +88,11 @@ class Profiles:
         )
 
     @property
+    def any_answers_all(self) -> bool:
+        """Whether some profile answers every message (``reply = "all"``)."""
+        return any(p.reply == "all" for p in self._profiles)
+
+    @property
     def names(self) -> list[str]:
         """Every profile's name, in the file's order."""
         return [p.name for p in self._profiles]

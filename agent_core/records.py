@@ -205,6 +205,8 @@ class Accepted:
     behind: bool = False
     # The feedback row this message answered ("what went wrong?"): no turn was opened.
     answered: int | None = None
+    # The profile an admin chose for the conversation (``/profile``), if any.
+    pinned_profile: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

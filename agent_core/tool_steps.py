@@ -99,9 +99,12 @@ class ToolRound:
         calls: Sequence[ToolCallRequest],
         *,
         base: int,
+        permissions: Permissions | None = None,
     ) -> list[str]:
         """Each call's result as the model will read it; raises ``Suspended`` when a call
-        waits for a person (after running every call that may run now)."""
+        waits for a person (after running every call that may run now). ``permissions``:
+        the turn's profile's rules, in place of the round's own."""
+        rules = permissions or self._permissions
         results: list[str | None] = [None] * len(calls)
         runnable: list[tuple[int, Tool, dict[str, Any], int]] = []
         waiting = False
@@ -140,9 +143,9 @@ class ToolRound:
                 results[index] = await self._record(turn, call_seq, call, outcome)
                 continue
             if step is not None and not tool.is_idempotent(arguments):
-                verdict = await self._recover(turn, call_seq, call, arguments)
+                verdict = await self._recover(turn, call_seq, call, arguments, rules)
             else:
-                verdict = await self._permit(turn, approval_seq, call, arguments, grants)
+                verdict = await self._permit(turn, approval_seq, call, arguments, grants, rules)
             if verdict == "run":
                 runnable.append((index, tool, arguments, call_seq))
             elif verdict == "waiting":
@@ -171,13 +174,14 @@ class ToolRound:
         call: ToolCallRequest,
         arguments: dict[str, Any],
         grants: Callable[[], Awaitable[frozenset[str]]],
+        rules: Permissions,
     ) -> Verdict:
         if turn.step(seq) is None:
             request = ToolCall(name=call.name, arguments=arguments)
             context = PermissionContext(
                 user=turn.user, conversation_id=turn.conversation_id, grants=await grants()
             )
-            decision = self._permissions.decide(request, context)
+            decision = rules.decide(request, context)
             if decision != "ask":
                 return "run" if decision == "allow" else "denied"
             if not fits(_json(arguments)):
@@ -186,11 +190,11 @@ class ToolRound:
                 kind="tool",
                 tool=call.name,
                 arguments=_json(arguments),
-                approvers=self._permissions.approvers(request),
+                approvers=rules.approvers(request),
                 expires_at=utcnow() + self._approval_ttl,
                 prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
                 call_id=call.id,
-                self_approve=self._permissions.self_approve(request),
+                self_approve=rules.self_approve(request),
             )
             approval = await self._store.request_approval(turn, seq, asked)
             self._faults.hit("after_approval_request")
@@ -201,7 +205,12 @@ class ToolRound:
         return await self._await_decision(turn, existing, seq, fresh=False)
 
     async def _recover(
-        self, turn: TurnRecord, seq: int, call: ToolCallRequest, arguments: dict[str, Any]
+        self,
+        turn: TurnRecord,
+        seq: int,
+        call: ToolCallRequest,
+        arguments: dict[str, Any],
+        rules: Permissions,
     ) -> Verdict:
         """A non-idempotent call started and never finished: ask before running it again."""
         approval = await self._store.approval_for_step(turn.id, seq)
@@ -224,8 +233,8 @@ class ToolRound:
                 kind="recovery",
                 tool=call.name,
                 arguments=_json(arguments),
-                approvers=self._permissions.approvers(request),
-                self_approve=self._permissions.self_approve(request),
+                approvers=rules.approvers(request),
+                self_approve=rules.self_approve(request),
                 expires_at=utcnow() + self._approval_ttl,
                 prompt_text=(
                     f"chatgate restarted while running {call.name} {shown}; it may or may not "

@@ -233,6 +233,7 @@ def build_app(
                     core.jobs, owner=owner, concurrency=settings.job_concurrency, busy=priority.busy
                 )
                 queue = local
+            profiles = build_profiles(settings)
             commands = ChatCommands(
                 store,
                 gate=gate,
@@ -240,7 +241,7 @@ def build_app(
                 submit=functools.partial(submit_or_later, queue),
                 budgets=budget_limits(settings),
                 busy_mode=settings.busy_mode,
-                profiles=build_profiles(settings),
+                profiles=profiles,
             )
             files = store_for(settings)
             bucket = files if isinstance(files, BucketBlobs) else None
@@ -270,8 +271,10 @@ def build_app(
                     stop_turn=core.runner.stop,
                     busy_mode=settings.busy_mode,
                     marks=outbound if settings.status_marks else None,
+                    profiles=profiles,
                 ),
                 commands=commands,
+                profiles=profiles,
                 feedback=Feedback(
                     store,
                     outbound,
@@ -331,7 +334,7 @@ def build_app(
                 log.info("drained", cancelled_lanes=cancelled, cancelled_jobs=jobs_cancelled)
                 await core.mcp.close()
                 await stack.aclose()
-                await close_models(core.model, core.summarizer)
+                await close_models(core.model, core.summarizer, *core.profile_models.built())
                 for task in (sweeper, warming, *background):
                     if task is not None:
                         task.cancel()

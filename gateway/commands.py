@@ -76,7 +76,7 @@ class ChatCommands:
             case "schedule":
                 await tell(SCHEDULE_HOW)
             case "busy":
-                await tell(await self._busy(command.args, accepted))
+                await tell(await self._busy(command.args, event, accepted))
             case "forget":
                 await tell(*forget_me.question(event.user, now=utcnow()))
             case "model" | "profile":
@@ -89,7 +89,7 @@ class ChatCommands:
         chooses (``default`` goes back to what the place gives)."""
         profiles = self._profiles_of
         if profiles is None:
-            return "No profiles are configured."
+            return "No profiles are configured."  # a gateway built without them (tests)
         kind: Literal["profile", "model"] = "model" if command.name == "model" else "profile"
         wanted = command.args.strip()
         if wanted:
@@ -131,7 +131,7 @@ class ChatCommands:
             "or /profile default."
         )
 
-    async def _busy(self, args: str, accepted: Accepted) -> str:
+    async def _busy(self, args: str, event: InboundMessage, accepted: Accepted) -> str:
         """``/busy``: what a message sent while a turn runs does here; ``/busy MODE`` sets
         it for this conversation (``/busy default`` goes back to the setting's)."""
         wanted = args.strip().lower()
@@ -143,6 +143,9 @@ class ChatCommands:
             return f"Unknown mode {wanted!r}. {BUSY_HOW}"
         own = await self._store.busy_mode(accepted.conversation_id)
         mode = own or self._busy_mode
+        if own is None and self._profiles_of is not None:
+            pinned, _model = await self._store.pins(accepted.conversation_id)
+            mode = self._profiles_of.applied(event.conversation, pinned_profile=pinned).busy_mode
         where = "set for this conversation" if own else "the default"
         return f"Busy mode: {mode} ({where}): {BUSY_MODES[mode]}\n{BUSY_HOW}"
 

@@ -23,6 +23,7 @@ from agent_core.events import ButtonPress, InboundMessage
 from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
+from agent_core.profiles import Profiles
 from agent_core.records import (
     Accepted,
     ApprovalDecision,
@@ -68,6 +69,7 @@ class Inbound:
         stop_turn: StopTurn | None = None,
         busy_mode: BusyMode = "queue",
         marks: Outbound | None = None,
+        profiles: Profiles | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
@@ -83,8 +85,17 @@ class Inbound:
         # Stops a turn running in this process at once (``TurnRunner.stop``).
         self._stop_turn = stop_turn
         self._busy_mode: BusyMode = busy_mode
+        # A conversation's busy mode where it set none comes from its profile.
+        self._profiles = profiles
         # Marks a message that waits behind a running turn ``received`` (status marks on).
         self._marks = marks
+
+    def _default_busy_mode(self, event: InboundMessage, accepted: Accepted) -> BusyMode:
+        """The busy mode of a conversation that set none: its profile's, or the setting's."""
+        if self._profiles is None:
+            return self._busy_mode
+        applied = self._profiles.applied(event.conversation, pinned_profile=accepted.pinned_profile)
+        return applied.busy_mode
 
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
@@ -130,7 +141,7 @@ class Inbound:
             await self._gate.tell(event, accepted, feedback.acknowledgement(event.text))
         else:
             await self._gate.spend(event)
-            mode = accepted.busy_mode or self._busy_mode
+            mode = accepted.busy_mode or self._default_busy_mode(event, accepted)
             if mode == "interrupt":
                 # The running turn ends at its next step; this one answers both messages.
                 await self._stop_current(

@@ -87,7 +87,23 @@ class Sink:
             and await runtime.store.conversation_id_for(event.conversation) is None
         ):
             return None
+        # A message to nobody in particular (a group's, a channel's) only where the
+        # profile says the agent answers every message.
+        if event.raw.get("ambient") is True and not await self._answers_all(runtime, event):
+            return None
         return await self._accept(runtime, event, deadline)
+
+    async def _answers_all(self, runtime: Runtime, event: InboundMessage) -> bool:
+        """Whether the profile of the message's conversation answers every message (no
+        database read unless some profile does)."""
+        profiles = runtime.profiles
+        if not profiles.any_answers_all:
+            return False
+        pinned = None
+        conversation_id = await runtime.store.conversation_id_for(event.conversation)
+        if conversation_id is not None:
+            pinned, _model = await runtime.store.pins(conversation_id)
+        return profiles.applied(event.conversation, pinned_profile=pinned).reply == "all"
 
     async def _accept(
         self, runtime: Runtime, event: InboundMessage, deadline: float | None

@@ -12,6 +12,7 @@ from adapters.web.uploads import Uploads
 from agent_core.feedback import Feedback
 from agent_core.files.blobs import Blobs
 from agent_core.loop import TurnRunner
+from agent_core.profiles import Profiles
 from agent_core.scheduling.service import Schedules
 from agent_core.settings import Settings
 from agent_core.stores import Storage
@@ -38,6 +39,8 @@ class Runtime:
     commands: ChatCommands
     # Ratings of the agent's replies (reactions, the web chat's buttons).
     feedback: Feedback
+    # What applies where (``[[profile]]``).
+    profiles: Profiles
     # The file store, and where web uploads wait (the web adapter's).
     files: Blobs
     uploads: Uploads

@@ -39,7 +39,7 @@ from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.process_identity import process_owner, take_over_leases
-from agent_core.profiles import Profiles
+from agent_core.profiles import Applied, Profiles
 from agent_core.sandbox.base import FILES_INSIDE, SandboxLimits, make_inbox
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
 from agent_core.scheduling.service import ScheduleLimits, Schedules
@@ -83,6 +83,51 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
         http=AiohttpPoster(timeout=settings.model_timeout),
         vision={"auto": None, "true": True, "false": False}[settings.model_vision],
     )
+
+
+class ProfileModels:
+    """The model each profile names (with its server and fallbacks), built the first time
+    a turn needs it, once; where it is the settings' own, the process's model."""
+
+    def __init__(self, settings: Settings, default: Model | None) -> None:
+        self._settings = settings
+        self._default = default
+        self._built: dict[tuple[str, str | None, tuple[str, ...]], Model] = {}
+
+    def __call__(self, applied: Applied) -> Model | None:
+        settings = self._settings
+        if applied.model is None:
+            return None
+        key = (applied.model, applied.api_base, applied.fallbacks)
+        if key == (settings.model, settings.model_api_base, tuple(settings.fallback_models)):
+            return self._default
+        found = self._built.get(key)
+        if found is None:
+            found = self._built[key] = self._build(applied.model, applied.api_base, key[2])
+        return found
+
+    def _build(self, name: str, api_base: str | None, fallbacks: tuple[str, ...]) -> Model:
+        from agent_core.model_litellm import LiteLLMModel, same_provider
+        from workers.http_poster import AiohttpPoster
+
+        settings = self._settings
+        shared = same_provider(name, settings.model or "")
+        key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+        return LiteLLMModel(
+            name,
+            api_base=api_base or (settings.model_api_base if shared else None),
+            api_key=key if shared else None,
+            fallbacks=list(fallbacks),
+            timeout=settings.model_timeout,
+            retries=settings.model_retries,
+            context_tokens=settings.model_context_tokens if shared else None,
+            http=AiohttpPoster(timeout=settings.model_timeout),
+            vision={"auto": None, "true": True, "false": False}[settings.model_vision],
+        )
+
+    def built(self) -> list[Model]:
+        """The models built for profiles (the process closes them at the end)."""
+        return list(self._built.values())
 
 
 async def close_models(*models: Model | None) -> None:
@@ -325,6 +370,8 @@ class Core:
     faults: FaultPoints
     # MCP servers' tools: connect with ``await mcp.start()`` before serving, and close.
     mcp: McpServers
+    # The models profiles name (closed with the process's own).
+    profile_models: ProfileModels
 
 
 def build_core(
@@ -349,6 +396,7 @@ def build_core(
             points=settings.test_fault,
         )
     summarizer = build_model(settings, settings.summary_model) if settings.summary_model else model
+    profile_models = ProfileModels(settings, model)
     secrets = load_secrets(settings)
     mcp = McpServers(settings.mcp.servers)
     schedules = build_schedules(settings, store)
@@ -383,6 +431,8 @@ def build_core(
         collect_seconds=settings.collect_seconds,
         show_marks=settings.status_marks,
         files=build_files(settings, store, files, sandbox, faults) if files is not None else None,
+        profiles=build_profiles(settings) if settings.profile else None,
+        models=profile_models,
     )
     jobs = JobRunner(
         store,
@@ -402,6 +452,7 @@ def build_core(
         store=store,
         model=model,
         summarizer=summarizer,
+        profile_models=profile_models,
         outbound=outbound,
         runner=runner,
         schedules=schedules,
@@ -523,7 +574,12 @@ class WorkerRuntime:
             log.exception("closing the platform clients failed")
         if self.core is not None:
             try:
-                self.call(close_models(self.core.model, self.core.summarizer), timeout=10)
+                self.call(
+                    close_models(
+                        self.core.model, self.core.summarizer, *self.core.profile_models.built()
+                    ),
+                    timeout=10,
+                )
             except Exception:
                 log.exception("closing the model clients failed")
         if self._database is not None:

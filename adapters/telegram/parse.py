@@ -8,8 +8,9 @@ test it). Identity:
 - users are ``telegram:{user id}`` (the form ``CHATGATE_ADMINS`` uses).
 
 In groups only messages addressed to the bot count: a mention, a reply to the bot, or a
-command (``/jobs`` or ``/jobs@this_bot``). Edits, other bots, service messages and
-membership changes are ignored.
+command (``/jobs`` or ``/jobs@this_bot``); the rest are marked ``ambient`` and answered only
+where a profile answers every message. Edits, other bots, service messages and membership
+changes are ignored.
 
 A ``message_reaction`` update (a person's reactions on a message changed: Telegram sends
 the old and the new set) whose 👍 or 👎 came or went is a
@@ -101,8 +102,9 @@ def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> In
     private = chat.get("type") == "private"
     command = _command(text, entities, bot)
     addressed = private or command is not None or _mentions(text, entities, bot)
-    if not addressed and not _replies_to_bot(message, bot):
-        return None
+    addressed = addressed or _replies_to_bot(message, bot)
+    if not addressed and _starts_with_a_command(entities):
+        return None  # a command for another bot
     text = command if command is not None else _without_mention(text, entities, bot)
     thread = message.get("message_thread_id") if message.get("is_topic_message") else None
     return InboundMessage(
@@ -115,7 +117,11 @@ def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> In
         platform_event_id=f"{bot.id}:{update_id}",
         attachments=attachments,
         reply_to=str(message_id),
-        raw={"update_id": update_id, "chat_type": str(chat.get("type", ""))},
+        # Not addressed to the bot: a group's chatter, answered only where a profile
+        # answers every message (the gateway decides; the bot sees it only with privacy
+        # mode off).
+        raw={"update_id": update_id, "chat_type": str(chat.get("type", ""))}
+        | ({} if addressed else {"ambient": True}),
     )
 
 
@@ -235,6 +241,10 @@ def _command(text: str, entities: Sequence[Mapping[str, Any]], bot: BotIdentity)
     if name == "/start":
         return "/help" + rest
     return name + rest
+
+
+def _starts_with_a_command(entities: Sequence[Mapping[str, Any]]) -> bool:
+    return any(e.get("type") == "bot_command" and e.get("offset") == 0 for e in entities)
 
 
 def _replies_to_bot(message: Mapping[str, Any], bot: BotIdentity) -> bool:

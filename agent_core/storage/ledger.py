@@ -62,7 +62,12 @@ def _upsert_conversation_statement(dialect: Any) -> Any:
     return statement.on_conflict_do_update(
         index_elements=["platform", "workspace", "channel", "thread"],
         set_={"updated_at": statement.excluded.updated_at},
-    ).returning(conversations.c.id, conversations.c.busy_mode, conversations.c.lease_expires_at)
+    ).returning(
+        conversations.c.id,
+        conversations.c.busy_mode,
+        conversations.c.lease_expires_at,
+        conversations.c.profile,
+    )
 
 
 _UPSERT_CONVERSATION = {
@@ -227,6 +232,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
         busy_mode=conversation.busy_mode,
         behind=conversation.lease_expires_at is not None and conversation.lease_expires_at > now,
         answered=answered,
+        pinned_profile=conversation.profile,
     )
 
 

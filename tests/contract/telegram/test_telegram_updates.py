@@ -60,8 +60,11 @@ def test_a_group_mention_is_answered_without_the_mention() -> None:
     assert event.reply_to == "311"
 
 
-def test_a_group_message_not_addressed_to_the_bot_is_ignored() -> None:
-    assert parse_update(_load("group_not_addressed"), bot=BOT) is None
+def test_a_group_message_not_addressed_to_the_bot_is_ambient() -> None:
+    """Kept for a profile that answers every message; otherwise the gateway drops it."""
+    event = parse_update(_load("group_not_addressed"), bot=BOT)
+    assert isinstance(event, InboundMessage)
+    assert event.raw["ambient"] is True
 
 
 def test_a_reply_to_the_bot_in_a_group_is_answered() -> None:
