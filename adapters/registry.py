@@ -33,6 +33,18 @@ class AdapterFactory(Protocol):
         ...
 
 
+def configured_platforms(settings: Settings) -> list[Platform]:
+    """The chat platforms the settings connect (the web chat is always there)."""
+    found: list[Platform] = []
+    if settings.slack_bot_token is not None:
+        found.append("slack")
+    if settings.telegram_bot_token is not None:
+        found.append("telegram")
+    if settings.discord_bot_token is not None:
+        found.append("discord")
+    return found
+
+
 def build_adapters(
     settings: Settings, *, hooks: GatewayHooks | None = None, hub: WebHub | None = None
 ) -> dict[Platform, ChatAdapter]:

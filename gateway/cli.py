@@ -370,29 +370,60 @@ def telegram_delete_webhook(
     typer.echo("webhook deleted")
 
 
+commands_app = typer.Typer(
+    help="The chat commands each platform offers natively.", no_args_is_help=True
+)
+app.add_typer(commands_app, name="commands")
+
+
+@commands_app.command("sync")
+def commands_sync() -> None:
+    """Push the command registry to every configured platform: Discord's application
+    commands, Telegram's command menus (Slack's are in its manifest: it says how)."""
+    settings = _settings()
+    from adapters.base import AdapterError, Unauthorized
+    from adapters.registry import configured_platforms
+    from gateway.command_sync import sync
+
+    failed = False
+    for platform in configured_platforms(settings):
+        try:
+            typer.echo(asyncio.run(sync(settings, platform)))
+        except Unauthorized as exc:
+            typer.echo(f"chatgate: invalid setting {exc}", err=True)
+            raise typer.Exit(2) from None
+        except AdapterError as exc:
+            typer.echo(f"chatgate: {platform}: {exc}", err=True)
+            failed = True
+    raise typer.Exit(1 if failed else 0)
+
+
 discord_app = typer.Typer(help="Set up Discord.", no_args_is_help=True)
 app.add_typer(discord_app, name="discord")
 
 
 @discord_app.command("invite-url")
-def discord_invite_url() -> None:
-    """Print the URL that adds the bot to a server, with the permissions chatgate uses."""
-    settings = _settings()
-    if settings.discord_bot_token is None:
-        typer.echo("chatgate: invalid setting DISCORD_BOT_TOKEN: not set", err=True)
-        raise typer.Exit(2)
-    from adapters.base import PlatformError, Unauthorized
-    from adapters.discord.setup import find_application, invite_url
+def discord_invite_url(
+    client_id: int | None = typer.Option(
+        None, "--client-id", help="the application id (default: read from the bot token)"
+    ),
+) -> None:
+    """Print the URL that adds the bot to a server, with the permissions chatgate uses and
+    its application commands. Asks Discord nothing: the bot token names the application."""
+    from adapters.discord.setup import invite_url, token_application
+    from agent_core.errors import ConfigError
 
-    try:
-        found = asyncio.run(find_application(settings))
-    except Unauthorized as exc:
-        typer.echo(f"chatgate: invalid setting {exc}", err=True)
-        raise typer.Exit(2) from None
-    except PlatformError as exc:
-        typer.echo(f"chatgate: {exc}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(invite_url(found.id))
+    if client_id is None:
+        settings = _settings()
+        if settings.discord_bot_token is None:
+            typer.echo("chatgate: invalid setting DISCORD_BOT_TOKEN: not set", err=True)
+            raise typer.Exit(2)
+        try:
+            client_id = token_application(settings.discord_bot_token.get_secret_value())
+        except ConfigError as exc:
+            typer.echo(f"chatgate: invalid setting {exc.key}: {exc.reason}", err=True)
+            raise typer.Exit(2) from None
+    typer.echo(invite_url(client_id))
 
 
 cli_replay.register(app, _settings)

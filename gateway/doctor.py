@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from adapters.base import Check
+from adapters.base import AdapterError, Check
 from adapters.registry import build_adapters
 from agent_core.errors import ModelError, StorageError
 from agent_core.files.bucket import BucketBlobs, store_for
@@ -256,6 +256,21 @@ async def _file_store(settings: Settings) -> Check:
     return Check("file store", "ok", f"{where} answers")
 
 
+async def _command_drift(settings: Settings, platform: str) -> Check:
+    """Whether the platform's native commands are the registry's (``chatgate commands
+    sync`` sets them)."""
+    from gateway.command_sync import drift
+
+    name = f"{platform} commands"
+    try:
+        found = await drift(settings, platform)
+    except AdapterError as exc:
+        return Check(name, "WARN", f"could not compare: {exc}", "run chatgate doctor again")
+    if not found:
+        return Check(name, "ok", "as the registry has them")
+    return Check(name, "WARN", "; ".join(found), "chatgate commands sync")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are printed."""
     checks = [
@@ -276,6 +291,8 @@ async def run_checks(settings: Settings) -> list[Check]:
     for adapter in adapters.values():
         async with adapter:
             checks.append(await adapter.check())
+    for platform in adapters:
+        checks.append(await _command_drift(settings, platform))
     checks.append(await _model(settings))
     checks += await _hearing(settings)
     return checks

@@ -175,12 +175,28 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
                     return
         assert self.identity is not None
         log.info("telegram connected", bot=self.identity.username, webhook=self.secret is not None)
+        self._later(self._sync_menus())
         if self.secret is None:
             assert self._hooks is not None, "polling needs the gateway's hooks"
             lock = self._hooks.lock("telegram-polling")
             await lock.serve(lambda: self._polling(sink, stopping), stopping)
         else:
             await self.watch_webhook(stopping)
+
+    async def _sync_menus(self) -> None:
+        """Set the command menus where Telegram's differ from the registry's (one
+        ``getMyCommands`` per scope at start; ``setMyCommands`` only where they differ)."""
+        from telegram.error import TelegramError
+
+        from adapters.telegram.setup import push_menus
+
+        try:
+            pushed = await push_menus(self.sender, only_drifted=True)
+        except TelegramError as exc:
+            log.warning("telegram command menus not set", error=str(exc))
+            return
+        if pushed:
+            log.info("telegram command menus set", scopes=pushed)
 
     async def watch_webhook(self, stopping: asyncio.Event) -> None:
         """Webhook mode: every ``CHATGATE_DEAF_CHECK_SECONDS``, ask Telegram how many

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import JsonValue
+
 from adapters.base import BadRequest
 from adapters.reactions import rating_of
 from agent_core.events import (
@@ -107,6 +109,11 @@ def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> In
         return None  # a command for another bot
     text = command if command is not None else _without_mention(text, entities, bot)
     thread = message.get("message_thread_id") if message.get("is_topic_message") else None
+    raw: dict[str, JsonValue] = {"update_id": update_id, "chat_type": str(chat.get("type", ""))}
+    if not addressed:
+        # A group's chatter: answered only where a profile answers every message (the
+        # gateway decides; the bot gets these only with its privacy mode off).
+        raw["ambient"] = True
     return InboundMessage(
         platform="telegram",
         workspace=str(bot.id),
@@ -120,8 +127,7 @@ def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> In
         # Not addressed to the bot: a group's chatter, answered only where a profile
         # answers every message (the gateway decides; the bot sees it only with privacy
         # mode off).
-        raw={"update_id": update_id, "chat_type": str(chat.get("type", ""))}
-        | ({} if addressed else {"ambient": True}),
+        raw=raw,
     )
 
 

@@ -1,12 +1,14 @@
-"""What ``chatgate doctor`` asks Telegram, and the webhook commands
-(``chatgate telegram set-webhook`` and ``delete-webhook``)."""
+"""What ``chatgate doctor`` asks Telegram, the webhook commands (``chatgate telegram
+set-webhook`` and ``delete-webhook``), and the command menus (``chatgate commands sync``)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from adapters.base import Check, PlatformError, Unauthorized
+from adapters.telegram.commands import menus
 from adapters.telegram.parse import ALLOWED_UPDATES
 from adapters.telegram.send import TelegramSender
 from agent_core.settings import Settings
@@ -89,6 +91,75 @@ async def delete_webhook(settings: Settings, *, drop_pending: bool) -> None:
         await sender.bot.delete_webhook(drop_pending_updates=drop_pending)
 
     await _call(settings, call)
+
+
+def _scope(kind: str) -> Any:
+    from telegram import (
+        BotCommandScopeAllChatAdministrators,
+        BotCommandScopeAllGroupChats,
+        BotCommandScopeAllPrivateChats,
+    )
+
+    scopes: dict[str, Any] = {
+        "all_private_chats": BotCommandScopeAllPrivateChats,
+        "all_group_chats": BotCommandScopeAllGroupChats,
+        "all_chat_administrators": BotCommandScopeAllChatAdministrators,
+    }
+    return scopes[kind]()
+
+
+async def menu_drift(sender: TelegramSender) -> list[str]:
+    """How the command menus Telegram holds differ from the registry's (``getMyCommands``
+    per scope); empty when they match."""
+    drift: list[str] = []
+    for kind, wanted in menus().items():
+        held = await sender.bot.get_my_commands(scope=_scope(kind))
+        have = [(c.command, c.description) for c in held]
+        if have != wanted:
+            names = {name for name, _ in wanted} ^ {name for name, _ in have}
+            shown = f" (only on one side: {', '.join(sorted(names))})" if names else ""
+            drift.append(f"the {kind.replace('_', ' ')} menu differs{shown}")
+    return drift
+
+
+async def push_menus(sender: TelegramSender, *, only_drifted: bool = False) -> list[str]:
+    """``setMyCommands`` for each scope (with ``only_drifted``, only where the menu Telegram
+    holds differs); the scopes set."""
+    from telegram import BotCommand
+
+    pushed: list[str] = []
+    for kind, wanted in menus().items():
+        if only_drifted:
+            held = await sender.bot.get_my_commands(scope=_scope(kind))
+            if [(c.command, c.description) for c in held] == wanted:
+                continue
+        commands = [BotCommand(name, description) for name, description in wanted]
+        await sender.bot.set_my_commands(commands, scope=_scope(kind))
+        pushed.append(kind)
+    return pushed
+
+
+async def sync_commands(settings: Settings) -> str:
+    """``chatgate commands sync``: the registry's menus, set for every scope."""
+    pushed: list[str] = []
+
+    async def call(sender: TelegramSender) -> None:
+        pushed.extend(await push_menus(sender))
+
+    await _call(settings, call)
+    return f"telegram: command menus set for {', '.join(k.replace('_', ' ') for k in pushed)}"
+
+
+async def command_drift(settings: Settings) -> list[str]:
+    """What ``chatgate doctor`` reports: menus Telegram holds that differ from the
+    registry's."""
+    found: list[str] = []
+
+    async def call(sender: TelegramSender) -> None:
+        found.extend(await menu_drift(sender))
+
+    await _call(settings, call)
+    return found
 
 
 async def _call(settings: Settings, action: Callable[[TelegramSender], Awaitable[None]]) -> None:

@@ -98,6 +98,8 @@ class FakeTelegram(LoopbackServer):
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         # Every message sendMessage accepted, in order (rate-limited attempts are not).
         self.delivered: list[dict[str, Any]] = []
+        # The command menus set (``setMyCommands``), by scope type ("default" without one).
+        self.command_menus: dict[str, list[dict[str, str]]] = {}
         self.webhook: dict[str, Any] = {"url": "", "has_custom_certificate": False}
         # chat id -> (429s still to answer, retry_after seconds)
         self.rate_limited: dict[int, list[int]] = {}
@@ -293,6 +295,29 @@ class FakeTelegram(LoopbackServer):
         self._checked_text(arguments)
         return True
 
+    async def _setMyCommands(self, arguments: dict[str, Any]) -> Any:
+        """Telegram's checks: 1-100 commands, names of 1-32 lowercase letters, digits and
+        underscores, descriptions of 1-256 characters."""
+        commands = arguments.get("commands")
+        if isinstance(commands, str):
+            commands = json.loads(commands)
+        if not isinstance(commands, list) or len(commands) > 100:
+            raise _ApiError(400, "Bad Request: commands must be a list of at most 100")
+        for command in commands:
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", str(command.get("command", ""))):
+                raise _ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
+            if not 1 <= len(str(command.get("description", ""))) <= 256:
+                raise _ApiError(400, "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
+        with self._lock:
+            self.command_menus[_scope_key(arguments)] = [
+                {"command": c["command"], "description": c["description"]} for c in commands
+            ]
+        return True
+
+    async def _getMyCommands(self, arguments: dict[str, Any]) -> Any:
+        with self._lock:
+            return list(self.command_menus.get(_scope_key(arguments), []))
+
     async def _answerCallbackQuery(self, arguments: dict[str, Any]) -> Any:
         return True
 
@@ -396,6 +421,14 @@ class _ApiError(Exception):
         self.code = code
         self.description = description
         self.parameters = parameters
+
+
+def _scope_key(arguments: dict[str, Any]) -> str:
+    """A ``setMyCommands``/``getMyCommands`` scope's type (chat scopes are not used)."""
+    scope = arguments.get("scope")
+    if isinstance(scope, str):
+        scope = json.loads(scope)
+    return str(scope.get("type")) if isinstance(scope, dict) else "default"
 
 
 def _error(code: int, description: str, parameters: dict[str, Any] | None = None) -> web.Response:
