@@ -5,6 +5,7 @@ admin may choose another. The real slack-bolt in a gateway process, the real lit
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,22 @@ def _profiles_answered(conn: Connection) -> list[Any]:
         .order_by(turn_steps.c.turn_id, turn_steps.c.seq)
     ).all()
     return [(row.input or {}).get("profile") for row in rows]
+
+
+def _answer(slack: FakeSlack, number: int) -> str:
+    """The text of the ``number``-th thing the agent said (posted, or shown only to the
+    person who asked), once it has said that many."""
+    deadline = time.monotonic() + 30
+    while True:
+        said = [
+            a["text"]
+            for m, a in list(slack.calls)
+            if m in ("chat.postMessage", "chat.postEphemeral")
+        ]
+        if len(said) >= number:
+            return str(said[number - 1])
+        assert time.monotonic() < deadline, slack.calls
+        time.sleep(0.05)
 
 
 def _system(request: dict[str, Any]) -> str:
@@ -95,15 +112,15 @@ system_prompt = "You are the general bot."
             general_model.script("general answer", "general answer in the ops thread")
             top = "1700000600.000100"
             assert _post_event(process, _said("is prod up?", channel=OPS, ts=top))[0] == 200
-            slack.wait_for("chat.postMessage", 1)
+            _answer(slack, 1)
             assert (
                 _post_event(process, _said("hello", channel=GENERAL, ts="1700000601.000100"))[0]
                 == 200
             )
-            slack.wait_for("chat.postMessage", 2)
+            _answer(slack, 2)
             in_thread = _said("and staging?", channel=OPS, ts="1700000602.000100", thread=top)
             assert _post_event(process, in_thread)[0] == 200
-            slack.wait_for("chat.postMessage", 3)
+            _answer(slack, 3)
 
             assert [_system(r) for r in ops_model.requests] == ["You are the ops bot."] * 2
             assert [_system(r) for r in general_model.requests] == ["You are the general bot."]
@@ -118,26 +135,68 @@ system_prompt = "You are the general bot."
             # /profile and /model say what applies and why; only an admin chooses.
             shown = _said("/profile", channel=OPS, ts="1700000603.000100", thread=top)
             assert _post_event(process, shown)[0] == 200
-            answer = slack.wait_for("chat.postMessage", 4)[3]["text"]
+            answer = _answer(slack, 4)
             assert answer.startswith("Profile here: ops (from where this conversation is).")
             assert "Profiles: ops, general." in answer
             refused = _said("/profile general", channel=OPS, ts="1700000604.000100", thread=top)
             assert _post_event(process, refused)[0] == 200
-            assert "Only an admin" in slack.wait_for("chat.postMessage", 5)[4]["text"]
+            assert "Only an admin" in _answer(slack, 5)
             chosen = _said("/profile general", channel=OPS, ts="1700000605.000100", thread=top,
                            user="U0ADMIN")  # fmt: skip
             assert _post_event(process, chosen)[0] == 200
-            answer = slack.wait_for("chat.postMessage", 6)[5]["text"]
+            answer = _answer(slack, 6)
             assert answer.startswith("Profile here: general (chosen by an admin).")
             model = _said("/model", channel=OPS, ts="1700000606.000100", thread=top)
             assert _post_event(process, model)[0] == 200
-            answer = slack.wait_for("chat.postMessage", 7)[6]["text"]
+            answer = _answer(slack, 7)
             assert answer.startswith("Model here: openai/general-model (from profile general).")
             again = _said("and now?", channel=OPS, ts="1700000607.000100", thread=top)
             assert _post_event(process, again)[0] == 200
-            slack.wait_for("chat.postMessage", 8)
+            _answer(slack, 8)
             assert len(general_model.requests) == 2
             assert len(ops_model.requests) == 2
             assert read_database(database_url, _profiles_answered)[-1] == "general"
         finally:
             process.stop()
+
+
+def test_a_group_whose_profile_answers_every_message_is_answered_unaddressed(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """``reply = "all"``: a Telegram group's message that names nobody is answered there;
+    in a group without such a profile the same message is left alone (and not stored)."""
+    from tests.fakes.telegram_server import FakeTelegram
+    from tests.scenario.test_telegram import GROUP, _gateway, _post, _text
+
+    other_group = GROUP - 1
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        f'[[profile]]\nname = "chatty"\nplatform = "telegram"\nchannel = "{GROUP}"\n'
+        'reply = "all"\nsystem_prompt = "You answer everything."\n'
+    )
+    with FakeTelegram() as telegram:
+        process = _gateway(
+            database_url, model_server, telegram, tmp_path, CHATGATE_CONFIG=str(config)
+        )
+        process.start()
+        try:
+            model_server.script("Everyone, the build is green.")
+            assert (
+                _post(process, _text("anyone know if the build is green?", chat=other_group)) == 200
+            )
+            assert _post(process, _text("anyone know if the build is green?", chat=GROUP)) == 200
+            [sent] = telegram.wait_for("sendMessage", 1)
+            assert sent["chat_id"] == str(GROUP)
+            time.sleep(1)
+            assert len(telegram.called("sendMessage")) == 1
+            assert len(model_server.requests) == 1
+            assert _system(model_server.requests[0]) == "You answer everything."
+        finally:
+            process.stop()
+    assert read_database(database_url, _conversation_channels) == [str(GROUP)]
+
+
+def _conversation_channels(conn: Connection) -> list[str]:
+    from agent_core.storage.schema import conversations
+
+    return [str(c) for c in conn.execute(select(conversations.c.channel)).scalars()]
