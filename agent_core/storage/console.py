@@ -375,6 +375,7 @@ def _step(step: Any, asked: dict[int, Json]) -> Json:
         calls = output.get("tool_calls")
         item.update(
             model=output.get("model") or given.get("model"),
+            profile=given.get("profile"),
             prompt_tokens=output.get("prompt_tokens"),
             completion_tokens=output.get("completion_tokens"),
             cost_usd=output.get("cost_usd"),

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from agent_core.storage.schema import turn_steps
 from tests.fakes.database_reads import read_database
-from tests.fakes.gateway import GatewayProcess
+from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import FakeSlack
 from tests.scenario.test_slack import _mention, _post_event
@@ -24,6 +24,7 @@ from tests.scenario.test_slack import _mention, _post_event
 pytestmark = pytest.mark.any_database
 
 OPS, GENERAL = "C0OPS", "C0GENERAL"
+TOKEN = "profiles-test-token-4c1f9e"
 
 
 @pytest.fixture
@@ -101,6 +102,7 @@ system_prompt = "You are the general bot."
             workdir=tmp_path,
             CHATGATE_ACCESS="open",
             CHATGATE_ADMINS="slack:U0ADMIN",
+            CHATGATE_WEB_TOKEN=TOKEN,
             CHATGATE_CONFIG=str(config),
             CHATGATE_STATE_DIR=str(tmp_path / "state"),
             **slack.settings(),
@@ -156,6 +158,15 @@ system_prompt = "You are the general bot."
             assert len(general_model.requests) == 2
             assert len(ops_model.requests) == 2
             assert read_database(database_url, _profiles_answered)[-1] == "general"
+            # The console's timeline says which profile answered.
+            status, turn = http(
+                "GET",
+                f"{process.url}/api/console/turns/1",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert status == 200, turn
+            assert [(s["model"], s["profile"]) for s in turn["steps"]
+                    if s["kind"] == "model_call"] == [("ops-model", "ops")]  # fmt: skip
         finally:
             process.stop()
 

@@ -191,7 +191,7 @@ function stepView(step) {
     const sections = Object.entries(step.context_tokens || {}).map(([k, v]) => `${k} ${v}`).join(", ");
     return h("div", { class: "step model_call" },
       h("h3", {}, `Model call (step ${step.seq})`, " ", badge(step.status)),
-      h("div", { class: "meta" }, `${step.model || "no model"} · ${step.prompt_tokens ?? 0} in / ${step.completion_tokens ?? 0} out · ${money(step.cost_usd)}${took}`),
+      h("div", { class: "meta" }, `${step.model || "no model"}${step.profile ? ` (profile ${step.profile})` : ""} · ${step.prompt_tokens ?? 0} in / ${step.completion_tokens ?? 0} out · ${money(step.cost_usd)}${took}`),
       sections ? h("div", { class: "meta" }, "Context: " + sections + (step.messages ? ` (${step.messages} messages)` : "")) : "",
       step.tool_calls && step.tool_calls.length ? h("div", {}, "Asked for: " + step.tool_calls.join(", ")) : "",
       step.text ? json(step.text) : "",
