@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
+from agent_core.command_registry import Suggest
 from agent_core.delivery import Outbound
 from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform, Reaction
 from agent_core.faults import FaultPoints
@@ -143,6 +144,10 @@ class Lock(Protocol):
         ...
 
 
+Suggester = Callable[[Suggest, ConversationKey, str, str], Awaitable[list[tuple[str, str]]]]
+"""Suggestions for a command's argument (see ``GatewayHooks.suggest``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class GatewayHooks:
     """What the gateway lends an adapter besides the sink (workers lend nothing: they
@@ -168,6 +173,10 @@ class GatewayHooks:
     recent: Callable[[Platform, datetime], Awaitable[list[ConversationKey]]]
     # Which of these event ids of a platform are stored already (a catch-up skips them).
     ledgered: Callable[[Platform, Collection[str]], Awaitable[set[str]]]
+    # Values to suggest for a command's argument as a person types it (Discord's
+    # autocomplete): ``(kind, conversation, user, typed so far)`` -> ``(value, label)``
+    # pairs, best first; nothing for a person who may not talk to the agent there.
+    suggest: Suggester | None = None
 
 
 class Hearing:

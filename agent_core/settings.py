@@ -44,6 +44,7 @@ _UNPREFIXED = (
     "discord_bot_token",
     "discord_api_url",
     "discord_gateway_url",
+    "discord_command_guilds",
 )
 
 
@@ -407,6 +408,11 @@ class Settings(BaseSettings):
         "wss://gateway.discord.gg",
         validation_alias=AliasChoices("DISCORD_GATEWAY_URL", "discord_gateway_url"),
     )
+    # Guilds whose application commands chatgate registers (unset: global commands).
+    discord_command_guilds: CommaList = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("DISCORD_COMMAND_GUILDS", "discord_command_guilds"),
+    )
     # How far back a new Discord gateway session reads what was written while no session
     # heard (0: not at all).
     discord_catch_up_seconds: float = Field(
@@ -417,7 +423,9 @@ class Settings(BaseSettings):
         ),
     )
 
-    @field_validator("fallback_models", "admins", "allow", "test_fault", mode="before")
+    @field_validator(
+        "fallback_models", "admins", "allow", "test_fault", "discord_command_guilds", mode="before"
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

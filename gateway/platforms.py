@@ -20,6 +20,7 @@ from adapters.base import ChatAdapter, GatewayHooks, Hearing, NotStoredInTime, R
 from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
 from agent_core import forget_me
+from agent_core.command_registry import Suggest
 from agent_core.errors import ApprovalError, ScheduleActionError
 from agent_core.events import (
     ButtonAction,
@@ -39,6 +40,7 @@ from gateway.inbound import refusal
 from gateway.routes import PLATFORM_HEARING, add_platform_check
 from gateway.runtime import RUNTIME, Runtime
 from gateway.singleton import Holder
+from gateway.suggestions import Suggestions
 
 log = structlog.get_logger("chatgate.platforms")
 
@@ -286,6 +288,15 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
     async def ledgered(platform: Platform, event_ids: Collection[str]) -> set[str]:
         return await app[RUNTIME].store.ledgered_among(platform, event_ids)
 
+    suggestions: list[Suggestions] = []  # built on first use: the runtime exists by then
+
+    async def suggest(
+        kind: Suggest, where: ConversationKey, user: str, typed: str
+    ) -> list[tuple[str, str]]:
+        if not suggestions:
+            suggestions.append(Suggestions(app[RUNTIME]))
+        return await suggestions[0](kind, where, user, typed)
+
     return GatewayHooks(
         lock=lock,
         set_aside=set_aside,
@@ -296,6 +307,7 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         hear_until=hear_until,
         recent=recent,
         ledgered=ledgered,
+        suggest=suggest,
     )
 
 

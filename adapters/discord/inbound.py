@@ -22,6 +22,7 @@ from aiohttp import web
 
 from adapters.base import Check, EventSink, GatewayHooks, Hearing, Lock, SenderLifecycle
 from adapters.discord.catch_up import MARK_EVERY, CatchUp, Mark
+from adapters.discord.interactions import CommandInteractions
 from adapters.discord.parse import MessageFacts, attachment, button_press, inbound, reaction
 from adapters.discord.render import button_class
 from adapters.discord.send import DiscordSender, point_at
@@ -128,6 +129,8 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         self._catch_up = (
             CatchUp(hooks, horizon=settings.discord_catch_up_seconds) if hooks else None
         )
+        self.commands = CommandInteractions(self.sender, hooks)
+        self._synced = False  # the application commands, once per process
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
         """No routes: everything comes over the gateway connection."""
@@ -154,9 +157,10 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         return await check(self._settings)
 
     async def finish(self) -> None:
-        """Stop every typing indicator."""
+        """Stop every typing indicator, and waiting on commands."""
         for task in list(self._typing.values()):
             task.cancel()
+        self.commands.finish()
 
     def _build(self, sink: EventSink) -> Any:
         import discord
@@ -171,6 +175,7 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         class Client(discord.Client):
             async def setup_hook(self) -> None:
                 self.add_dynamic_items(button_class())
+                _guard_interactions(self)
 
             async def on_connect(self) -> None:
                 # READY: a new session, which hears from now on (not a RESUME).
@@ -206,6 +211,9 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
 
             async def chatgate_press(self, interaction: discord.Interaction, custom: str) -> None:
                 await outer.on_press(interaction, custom, sink)
+
+            async def on_interaction(self, interaction: discord.Interaction) -> None:
+                await outer.on_interaction(interaction, sink)
 
         # No message cache: chatgate reads each message once, from its event.
         return Client(
@@ -348,6 +356,9 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         while len(self._pressed) > _REMEMBERED_PRESSES:
             self._pressed.popitem(last=False)
         await interaction.response.defer()
+        if interaction.message is not None and interaction.message.flags.ephemeral:
+            # Only this press can redraw the message it is on.
+            self.sender.interactions.pressed(str(interaction.message.id), interaction)
         channel = interaction.channel
         thread_parent = (
             str(channel.parent_id)
@@ -372,6 +383,37 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             )
 
         await sink(press, refuse=refuse)
+
+    async def on_interaction(self, interaction: discord.Interaction, sink: EventSink) -> None:
+        """An application command (handed to the sink as the text it stands for) or an
+        autocomplete; button presses come through their ``DynamicItem`` instead."""
+        import discord
+
+        if interaction.type is discord.InteractionType.application_command:
+            self.hearing.heard()
+            await self.commands.command(interaction, lambda event: self._store(event, sink))
+        elif interaction.type is discord.InteractionType.autocomplete:
+            await self.commands.autocomplete(interaction)
+
+    async def _sync_commands(self, client: Any) -> None:
+        """Once per process: register the application commands when Discord's differ from
+        the registry (one GET; a PUT only then)."""
+        from adapters.discord.setup import sync_with
+
+        if self._synced:
+            return
+        try:
+            async with asyncio.timeout(30):
+                said = await sync_with(
+                    client.http,
+                    client.application_id,
+                    guilds=self._settings.discord_command_guilds,
+                )
+        except Exception as exc:
+            log.warning("could not register discord's application commands", error=repr(exc))
+            return
+        self._synced = True
+        log.info("discord application commands", result=said)
 
     def _start_typing(self, channel: Any) -> None:
         if channel.id in self._typing:
@@ -403,9 +445,11 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         self.client = client
         self.hearing.connected = False
         marking = asyncio.create_task(self._keep_mark(), name="discord:mark")
+        syncing: asyncio.Task[None] | None = None
         try:
             await client.login(token.get_secret_value())
             self.sender.use(client)
+            syncing = asyncio.create_task(self._sync_commands(client), name="discord:commands")
             await client.connect(reconnect=True)
         except discord.LoginFailure:
             log.error("discord rejected DISCORD_BOT_TOKEN; run chatgate doctor")
@@ -418,6 +462,8 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             await asyncio.Event().wait()
         finally:
             marking.cancel()
+            if syncing is not None:
+                syncing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._write_mark()  # heard until now, if still connected
             self.hearing.released()
@@ -425,3 +471,18 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
                 task.cancel()
             self.sender.forget(client)
             await client.close()
+
+
+def _guard_interactions(client: Any) -> None:
+    """An ``INTERACTION_CREATE`` discord.py cannot read (a field missing or of the wrong
+    type) is logged and dropped: raised, it would end the gateway session."""
+    parsers = client._connection.parsers
+    original = parsers["INTERACTION_CREATE"]
+
+    def guarded(data: Any) -> None:
+        try:
+            original(data)
+        except Exception as exc:
+            log.warning("a malformed discord interaction", error=repr(exc))
+
+    parsers["INTERACTION_CREATE"] = guarded

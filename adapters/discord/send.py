@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from adapters.chunking import DISCORD_LIMIT, split_message
+from adapters.discord.pending import Deferred, PendingInteractions
 from adapters.discord.render import (
     approval_content,
     approval_view,
@@ -79,6 +80,8 @@ class DiscordSender:
         self._files: aiohttp.ClientSession | None = None  # attachment downloads (``fetch``)
         # Told the channel id after each delivery (the gateway stops typing there).
         self.on_sent: Callable[[int], None] | None = None
+        # Interactions the gateway deferred here, answered through their tokens.
+        self.interactions = PendingInteractions()
 
     async def open(self) -> None:
         """Nothing to open yet: the client logs in on first use."""
@@ -155,6 +158,12 @@ class DiscordSender:
         message is gone."""
         import discord
 
+        if isinstance(reply, Reply) and reply.answers:
+            deferred = self.interactions.command(reply.answers)
+            if deferred is not None:
+                answered = await self._answer(deferred, reply)
+                if answered is not None:
+                    return answered
         channel = await self._channel(reply.conversation)
         reference = _reference(reply.reply_to, channel.id)
         if isinstance(reply, ApprovalPrompt):
@@ -180,6 +189,35 @@ class DiscordSender:
                 receipts.append(str(sent.id))
         if self.on_sent is not None:
             self.on_sent(channel.id)
+        return receipts[0]
+
+    async def _answer(self, deferred: Deferred, reply: Reply) -> str | None:
+        """Answer a command's interaction with followups (ephemeral when the answer is
+        the caller's alone), the listing's buttons on the last; None when the interaction
+        cannot be answered any more (its token expired): the reply goes to the channel."""
+        import discord
+
+        chunks = split_message(to_discord(reply.text), DISCORD_LIMIT)
+        view = _payload_view(reply.payload)
+        ephemeral = deferred.ephemeral or reply.private_to is not None
+        followup = deferred.interaction.followup
+        receipts: list[str] = []
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            try:
+                sent = await followup.send(
+                    chunk,
+                    ephemeral=ephemeral,
+                    allowed_mentions=discord.AllowedMentions.none(),
+                    view=view if last and view is not None else discord.utils.MISSING,
+                    wait=True,
+                )
+            except discord.HTTPException as exc:
+                if not receipts:
+                    return None  # nothing shown yet: the channel gets it whole
+                raise DeliveryError(f"discord: {exc}") from exc
+            receipts.append(str(sent.id))
+        deferred.answered = True
         return receipts[0]
 
     async def _finish(
@@ -240,11 +278,21 @@ class DiscordSender:
         """Replace a message (a decided prompt loses its buttons; a listing is redrawn)."""
         import discord
 
+        content = split_message(to_discord(edit.text), DISCORD_LIMIT)[0]
+        press = self.interactions.press_on(edit.message.message_id)
+        if press is not None:
+            # An ephemeral message: only the press that came from it can edit it.
+            with _delivered():
+                await press.edit_original_response(
+                    content=content,
+                    view=_payload_view(edit.payload),
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+            return
         client = await self.client()
         where = edit.message.conversation
         channel = client.get_partial_messageable(int(where.thread or where.channel))
         message = channel.get_partial_message(int(edit.message.message_id))
-        content = split_message(to_discord(edit.text), DISCORD_LIMIT)[0]
         with _delivered():
             await message.edit(
                 content=content,

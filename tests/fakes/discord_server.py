@@ -9,7 +9,10 @@ header (a real rate limit, which discord.py retries; without ``Via`` it is a Clo
 ban). The gateway says HELLO, answers IDENTIFY with READY and a GUILD_CREATE (each channel
 with its ``last_message_id``), RESUME with RESUMED and the dispatches the session missed,
 heartbeats with ACKs, and pushes the dispatches a test gives it (messages, button presses,
-reactions). Like Discord, what is sent
+reactions, application commands and autocomplete). Application commands registered with
+``PUT applications/{id}/commands`` (or a guild's) are kept and answered by the ``GET``;
+interaction followups land in the interaction's channel, and ``@original`` of a press's
+token edits the message pressed (an ephemeral one too). Like Discord, what is sent
 while no session is connected reaches only a RESUME of the same session; a new session
 (IDENTIFY) starts from now. Every message is kept per channel, and
 ``GET channels/{id}/messages`` pages through them (``after``, ``before``, ``limit``).
@@ -92,6 +95,10 @@ class FakeDiscord(LoopbackServer):
         self.unheard = 0
         # Seconds each history read takes (a slow catch-up).
         self.history_delay = 0.0
+        # Application commands as registered: by guild id, None for the global ones.
+        self.app_commands: dict[str | None, list[dict[str, Any]]] = {}
+        # Per interaction token: its channel, and the message a press was on.
+        self._tokens: dict[str, dict[str, Any]] = {}
 
     @property
     def api_url(self) -> str:
@@ -289,9 +296,84 @@ class FakeDiscord(LoopbackServer):
             "context": 0,
             "attachment_size_limit": 10485760,
         }  # fmt: skip
+        self._tokens[data["token"]] = {"channel": channel, "message": message["id"], "type": 3}
         self.dispatch("INTERACTION_CREATE", data)
         self.last_press = data
         return interaction_id
+
+    def command(
+        self,
+        name: str,
+        options: dict[str, str] | None = None,
+        *,
+        user_id: str,
+        channel: str = CHANNEL,
+        guild: str | None = GUILD,
+        focused: str | None = None,
+    ) -> str:
+        """Push an INTERACTION_CREATE for the application command ``name`` with string
+        ``options``, as Discord sends it when someone runs it (``focused``: an
+        autocomplete while they type into that option instead); return its id."""
+        interaction_id = self.next_id()
+        registered = {c["name"]: c for c in self.app_commands.get(guild, [])} or {
+            c["name"]: c for c in self.app_commands.get(None, [])
+        }
+        sent_options = [
+            {
+                "name": key,
+                "type": 3,
+                "value": value,
+                **({"focused": True} if key == focused else {}),
+            }
+            for key, value in (options or {}).items()
+        ]
+        kind = 1 if guild is None else (11 if channel == THREAD else 0)
+        data: dict[str, Any] = {
+            "id": interaction_id,
+            "application_id": APP_ID,
+            "type": 4 if focused else 2,
+            "token": f"itok-{interaction_id}",
+            "version": 1,
+            "channel_id": channel,
+            "channel": {"id": channel, "type": kind,
+                        "parent_id": CHANNEL if channel == THREAD else None},
+            "data": {"id": registered.get(name, {}).get("id", "1"), "name": name, "type": 1,
+                     "options": sent_options},
+            "app_permissions": "0",
+            "locale": "en-US",
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": guild or "0"},
+            "context": 0 if guild else 1,
+            "attachment_size_limit": 10485760,
+        }  # fmt: skip
+        if guild is not None:
+            data["guild_id"] = guild
+            data["guild_locale"] = "en-US"
+            data["channel"]["guild_id"] = guild
+            data["member"] = {"user": user(user_id), "roles": [], "permissions": "0",
+                              "joined_at": "2026-01-01T00:00:00+00:00", "deaf": False,
+                              "mute": False, "flags": 0}  # fmt: skip
+        else:
+            data["user"] = user(user_id)
+        self._tokens[data["token"]] = {"channel": channel, "message": None, "type": data["type"]}
+        self.dispatch("INTERACTION_CREATE", data)
+        return interaction_id
+
+    def callbacks(self, interaction_id: str) -> list[dict[str, Any]]:
+        """The bodies of the responses to one interaction (defer, autocomplete ...)."""
+        return [
+            body
+            for route, body in list(self.calls)
+            if route.startswith(f"POST interactions/{interaction_id}/")
+        ]
+
+    def followups(self, interaction_id: str) -> list[dict[str, Any]]:
+        """The followup messages sent through one interaction's token."""
+        return [
+            body
+            for route, body in list(self.calls)
+            if route.startswith(f"POST webhooks/{APP_ID}/itok-{interaction_id}")
+        ]
 
     async def _gateway(self, request: web.Request) -> web.StreamResponse:
         if self.refuse_gateway:
@@ -448,8 +530,42 @@ class FakeDiscord(LoopbackServer):
             return self._edit(parts[3], body or {})
         if parts[0] == "interactions" and parts[-1] == "callback":
             return self._callback(parts[1], body or {})
-        if parts[0] == "webhooks" and request.method in ("POST", "PATCH"):
-            return _json(self._message(CHANNEL, body or {}))  # a followup (ephemeral refusal)
+        if parts[0] == "webhooks" and len(parts) >= 3:
+            return self._webhook(request.method, parts, body or {})
+        if parts[0] == "applications" and parts[-1] == "commands":
+            guild = parts[3] if len(parts) == 5 and parts[2] == "guilds" else None
+            if request.method == "PUT":
+                return _json(self._register(guild, body))
+            if request.method == "GET":
+                return _json(self.app_commands.get(guild, []))
+        return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    def _register(self, guild: str | None, commands: Any) -> list[dict[str, Any]]:
+        """A bulk overwrite: the commands as Discord keeps them (ids, defaults filled)."""
+        kept = []
+        for command in json.loads(json.dumps(commands or [])):  # the recorded body stays
+            stored = {"id": self.next_id(), "application_id": APP_ID, "version": self.next_id(),
+                      "default_member_permissions": None, "nsfw": False,
+                      "integration_types": [0], "contexts": None, **command}  # fmt: skip
+            if guild is not None:
+                stored["guild_id"] = guild
+            for option in stored.get("options") or []:
+                if not option.get("required"):
+                    option.pop("required", None)  # Discord leaves defaults out
+            kept.append(stored)
+        self.app_commands[guild] = kept
+        return kept
+
+    def _webhook(self, method: str, parts: list[str], body: dict[str, Any]) -> web.Response:
+        """Followups through an interaction's token, and edits of its messages."""
+        token = self._tokens.get(parts[2], {})
+        if method == "POST" and len(parts) == 3:
+            return _json(self._message(token.get("channel", CHANNEL), body))
+        if method == "PATCH" and len(parts) == 5 and parts[3] == "messages":
+            target = token.get("message") if parts[4] == "@original" else parts[4]
+            if target is None:
+                return _json({"message": "Unknown Message", "code": 10008}, 404)
+            return self._edit(str(target), body)
         return _json({"message": "404: Not Found", "code": 0}, 404)
 
     def _application(self) -> dict[str, Any]:
@@ -552,11 +668,12 @@ class FakeDiscord(LoopbackServer):
         return _json(message)
 
     def _callback(self, interaction_id: str, body: dict[str, Any]) -> web.Response:
+        token = self._tokens.get(f"itok-{interaction_id}", {})
         return _json(
             {
                 "interaction": {
                     "id": interaction_id,
-                    "type": 3,
+                    "type": token.get("type", 3),
                     "activity_instance_id": None,
                     "response_message_id": None,
                     "response_message_loading": False,

@@ -10,14 +10,14 @@ from tests.fakes.discord_server import APP_ID, FakeDiscord
 from tests.scenario.test_cli import _chatgate
 
 
-def test_invite_url_names_the_application_and_the_permissions(tmp_path: Path) -> None:
+def test_invite_url_names_the_application_the_permissions_and_commands(tmp_path: Path) -> None:
     with FakeDiscord() as discord:
         result = _chatgate("discord", "invite-url", cwd=tmp_path, **discord.settings())
         assert result.returncode == 0, result.stderr
         url = urlparse(result.stdout.strip())
         query = parse_qs(url.query)
         assert query["client_id"] == [APP_ID]
-        assert query["scope"] == ["bot"]
+        assert query["scope"] == ["bot applications.commands"]
         permissions = int(query["permissions"][0])
         for bit in (10, 11, 14, 15, 16, 38):  # view, send, embed, attach, history, threads
             assert permissions & (1 << bit)
