@@ -36,6 +36,7 @@ from agent_core.delivery import Outbound
 from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform, Reaction
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileSource
+from agent_core.home import PersonHome
 from agent_core.records import Accepted
 
 if TYPE_CHECKING:
@@ -177,6 +178,10 @@ class GatewayHooks:
     # autocomplete): ``(kind, conversation, user, typed so far)`` -> ``(value, label)``
     # pairs, best first; nothing for a person who may not talk to the agent there.
     suggest: Suggester | None = None
+
+    # A person's own page (platform, user, their team): their schedules there, the
+    # approvals they may decide, their use this month (Slack's App Home).
+    home: Callable[[Platform, str, str | None], Awaitable[PersonHome]] | None = None
 
 
 class Hearing:

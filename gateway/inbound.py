@@ -97,6 +97,11 @@ class Inbound:
         applied = self._profiles.applied(event.conversation, pinned_profile=accepted.pinned_profile)
         return applied.busy_mode
 
+    @property
+    def approvals(self) -> Approvals:
+        """Who may decide what (a person's own page lists what they may decide)."""
+        return self._approvals
+
     async def accept(
         self, event: InboundMessage, *, stored: Callable[[Accepted], None] | None = None
     ) -> Accepted:

@@ -33,6 +33,7 @@ from agent_core.events import (
     utcnow,
 )
 from agent_core.faults import FaultPoints
+from agent_core.home import PersonHome, person_home
 from agent_core.records import Accepted, ApprovalDecision
 from agent_core.scheduling.service import ScheduleAction
 from gateway.console_people import forget_person
@@ -297,6 +298,17 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
             suggestions.append(Suggestions(app[RUNTIME]))
         return await suggestions[0](kind, where, user, typed)
 
+    async def home(platform: Platform, user: str, team: str | None) -> PersonHome:
+        runtime = app[RUNTIME]
+        return await person_home(
+            runtime.store,
+            refusal=runtime.inbound.approvals.refusal,
+            user=user,
+            team=team,
+            platform=platform,
+            now=utcnow(),
+        )
+
     return GatewayHooks(
         lock=lock,
         set_aside=set_aside,
@@ -308,6 +320,7 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         recent=recent,
         ledgered=ledgered,
         suggest=suggest,
+        home=home,
     )
 
 

@@ -39,7 +39,15 @@ from adapters.base import (
 )
 from adapters.http import json_error, too_large
 from adapters.payloads import load_form, load_json, same_secret
-from adapters.slack.parse import parse_action, parse_command, parse_event, parse_reaction
+from adapters.slack.app_home import AppHome
+from adapters.slack.parse import (
+    check_request,
+    is_home,
+    parse_action,
+    parse_command,
+    parse_event,
+    parse_reaction,
+)
 from adapters.slack.send import SlackSender
 from agent_core.events import Platform
 from agent_core.settings import Settings
@@ -70,11 +78,16 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
         self._lock: Lock | None = None
         self.hearing = Hearing()
         self._bolt_app: Any = None
+        self._home = (
+            AppHome(self.sender, hooks.home)
+            if hooks is not None and hooks.home is not None
+            else None
+        )
 
     def _bolt(self, sink: EventSink) -> Any:
         """One bolt app for HTTP and Socket Mode alike."""
         if self._bolt_app is None:
-            self._bolt_app = build_bolt(self.sender, heard(sink, self.hearing))
+            self._bolt_app = build_bolt(self.sender, heard(sink, self.hearing), home=self._home)
         return self._bolt_app
 
     def mount(self, router: web.UrlDispatcher, sink: EventSink) -> None:
@@ -103,10 +116,13 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
                     body = load_json(raw)
                     if (answered := await self._message(body, direct)) is not None:
                         return answered
+                    check_request(body)
                 else:
                     form = load_form(raw)
                     if "payload" in form:
-                        load_json(form["payload"].encode())
+                        check_request(load_json(form["payload"].encode()), form=form)
+                    else:
+                        check_request(None, form=form)
                 parsed = await to_bolt_request(request)
             except (BadRequest, ValueError):
                 return json_error(
@@ -152,6 +168,11 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
             except NotStoredInTime:
                 return json_error(500, "not stored in time; deliver it again")
         return web.Response()
+
+    async def finish(self) -> None:
+        """Let the App Home publishes under way finish."""
+        if self._home is not None:
+            await self._home.drain()
 
     def _rejected(self) -> None:
         if self._hooks is not None:
@@ -229,7 +250,7 @@ def signed(headers: Any, body: bytes, secret: str) -> bool:
     return same_secret(signature, expected)
 
 
-def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
+def build_bolt(sender: SlackSender, sink: EventSink, *, home: AppHome | None = None) -> Any:
     """The slack-bolt app: it answers ``url_verification``, drops the bot's own events,
     and hands ours to ``sink``.
 
@@ -256,6 +277,10 @@ def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
 
     async def action(ack: Callable[[], Awaitable[None]], body: dict[str, Any]) -> None:
         await ack()
+        if is_home(body):
+            if home is not None:
+                home.pressed(body, sink)
+            return
         press = parse_action(body)
         if press is None:
             return
@@ -263,15 +288,30 @@ def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
         async def refuse(text: str) -> None:
             await sender.ephemeral(press.conversation, press.user, text)
 
+        if home is not None and home.knows(press.user):
+            home.press_elsewhere(press, sink, refuse)
+            return
         await sink(press, deadline=0, refuse=refuse)
 
     async def command(ack: Callable[[], Awaitable[None]], command: dict[str, str]) -> None:
         await ack()
+        parsed = parse_command(command)
+        if parsed.raw.get("unknown"):
+            log.warning(
+                "slack slash command not in the registry; the app's manifest is from "
+                "another version (chatgate slack manifest)",
+                command=parsed.raw.get("command"),
+            )
         # Slack never delivers a command again: acknowledged, it is stored in the
         # background even past the deadline (an event past it is answered 500 instead,
         # by bolt, so Slack retries it).
         with contextlib.suppress(NotStoredInTime):
-            await sink(parse_command(command), deadline=ACK_SECONDS)
+            await sink(parsed, deadline=ACK_SECONDS)
+
+    async def home_opened(body: dict[str, Any]) -> None:
+        """The person opened the App Home: publish it (after the answer to Slack)."""
+        if home is not None:
+            home.opened(body)
 
     async def reaction(body: dict[str, Any], context: dict[str, Any]) -> None:
         """👍/👎 on the bot's reply (Socket Mode; over HTTP they come the direct way): a
@@ -287,6 +327,7 @@ def build_bolt(sender: SlackSender, sink: EventSink) -> Any:
     bolt.event("message")(event)
     bolt.event("reaction_added")(reaction)
     bolt.event("reaction_removed")(reaction)
+    bolt.event("app_home_opened")(home_opened)
     bolt.event(re.compile(".*"))(ignore)
     bolt.action(re.compile("^chatgate_"))(action)
     bolt.command(re.compile(".*"))(command)

@@ -18,11 +18,15 @@ thread), so the message is looked for in every thread of the channel.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import JsonValue
+
 from adapters.base import BadRequest
+from agent_core.command_registry import BY_NAME
 from agent_core.events import (
     Attachment,
     ButtonAction,
@@ -52,6 +56,19 @@ JOB_ACTIONS: dict[str, ButtonAction] = {
 # Buttons that answer a question chatgate asked (``forget me``'s confirmation): action ids
 # ``chatgate_choice:ACTION:INDEX`` (unique within their block).
 CHOICE_ACTIONS: dict[str, ButtonAction] = {"forget": "forget"}
+
+
+HOME_FORGET = "chatgate_home_forget"
+"""The App Home's "Forget me" button: its value is the person's DM with the app, where the
+question (Erase / Keep) is asked."""
+HOME_JOB = "home_job"
+HOME_APPROVAL = "home_approval"
+"""Block ids of the App Home's buttons: ``home_job:SCHEDULE:TEAM:CHANNEL:THREAD`` (the
+conversation the schedule was created in, which a press needs) and
+``home_approval:APPROVAL``."""
+EPHEMERAL = "response_url:"
+"""How a press names an ephemeral message (chat.update cannot edit one): its
+``response_url``, which redraws it (``replace_original``)."""
 
 
 def choice_action(action_id: object) -> ButtonAction | None:
@@ -193,6 +210,10 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
     action = actions[0]
     if not isinstance(action, Mapping):
         return None
+    if is_home(payload):
+        if not isinstance(user.get("id"), str):
+            raise BadRequest("a block_actions payload needs the user's id")
+        return _home_press(payload, action, user)
     action_id = action.get("action_id")
     chosen = choice_action(action_id)
     if action_id not in ACTIONS and action_id not in JOB_ACTIONS and chosen is None:
@@ -200,8 +221,16 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
     value = str(action.get("value") or "")
     if not isinstance(team, Mapping) or not isinstance(channel, Mapping):
         raise BadRequest("a block_actions payload needs 'team' and 'channel'")
+    if not isinstance(message, Mapping):
+        raise BadRequest("a block_actions payload's 'message' must be an object")
     ts = message.get("ts") or message.get("message_ts")
     thread = message.get("thread_ts")
+    container = payload.get("container")
+    response_url = str(payload.get("response_url") or "")
+    shown = ts
+    if isinstance(container, Mapping) and container.get("is_ephemeral") is True:
+        # Only its response_url can redraw it; without one it cannot be redrawn at all.
+        shown = f"{EPHEMERAL}{response_url}" if response_url.startswith("http") else None
     key = ConversationKey(
         platform="slack",
         workspace=str(team.get("id")),
@@ -217,29 +246,150 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
         approval_id=value if action_id in ACTIONS else None,
         action=ACTIONS.get(str(action_id)) or JOB_ACTIONS.get(str(action_id)) or chosen,  # type: ignore[arg-type]
         value=value,
-        message=MessageRef(conversation=key, message_id=str(ts)) if ts else None,
+        message=MessageRef(conversation=key, message_id=str(shown)) if shown else None,
         # The presser's own team (a Slack Connect guest's is not the channel's).
         user_team=str(user["team_id"]) if isinstance(user.get("team_id"), str) else "?",
         platform_event_id=f"act:{channel.get('id')}:{ts}:{action.get('action_ts')}:{user.get('id')}",
-        raw={"response_url": str(payload.get("response_url") or "")},
+        raw={"response_url": response_url},
     )
 
 
 def parse_command(form: Mapping[str, str]) -> InboundMessage:
-    """The ``/chatgate <command>`` slash command as a text command message."""
+    """A slash command as a text command message: a registry command's own (``/jobs``,
+    ``/cancel ID``) or the umbrella ``/chatgate <command>``. One the registry does not know
+    (a manifest from another version) is ``/help``, marked ``raw["unknown"]``."""
     for field in ("team_id", "channel_id", "user_id", "trigger_id"):
         if not form.get(field):
             raise BadRequest(f"a slash command needs {field!r}")
     words = (form.get("text") or "").strip()
+    name = (form.get("command") or "/chatgate").strip().removeprefix("/").lower()
+    raw: dict[str, JsonValue] = {"addressed": True, "command": name}
+    if name == "chatgate":
+        text = f"/{words}" if words else "/help"
+    elif name not in BY_NAME:
+        text = "/help"
+        raw["unknown"] = True
+    elif name == "forget" and not words:
+        text = "/forget me"  # its one use; the question asks before anything is erased
+    else:
+        text = f"/{name} {words}".rstrip()
     return InboundMessage(
         platform="slack",
         workspace=form["team_id"],
         channel=form["channel_id"],
         user=user_id(form["user_id"]),
-        text=f"/{words}" if words else "/help",
+        text=text,
         platform_event_id=f"cmd:{form['trigger_id']}",
+        raw=raw,
+    )
+
+
+def is_home(payload: Mapping[str, Any]) -> bool:
+    """Was the button pressed in the App Home (a view, no channel)?"""
+    container = payload.get("container")
+    return isinstance(container, Mapping) and container.get("type") == "view"
+
+
+def home_dm(payload: Mapping[str, Any]) -> str | None:
+    """The person's DM with the app, as the App Home view keeps it (``private_metadata``)."""
+    view = payload.get("view")
+    if not isinstance(view, Mapping):
+        return None
+    try:
+        kept = json.loads(str(view.get("private_metadata") or "{}"))
+    except ValueError:
+        return None
+    dm = kept.get("dm") if isinstance(kept, dict) else None
+    return dm if isinstance(dm, str) and dm.startswith("D") else None
+
+
+def parse_home_forget(payload: Mapping[str, Any]) -> InboundMessage | None:
+    """The App Home's "Forget me" as ``forget me`` typed in the person's DM with the app
+    (None for any other press)."""
+    actions, user, team = payload.get("actions"), payload.get("user"), payload.get("team")
+    if not (isinstance(actions, list) and actions and isinstance(actions[0], Mapping)):
+        raise BadRequest("a block_actions payload needs 'actions'")
+    action = actions[0]
+    if action.get("action_id") != HOME_FORGET:
+        return None
+    if not (isinstance(user, Mapping) and isinstance(user.get("id"), str)):
+        raise BadRequest("a block_actions payload needs 'user'")
+    team_id = team.get("id") if isinstance(team, Mapping) else user.get("team_id")
+    dm = str(action.get("value") or "")
+    if not isinstance(team_id, str) or not team_id or not dm.startswith("D"):
+        raise BadRequest("the App Home's forget button needs a team and the DM")
+    return InboundMessage(
+        platform="slack",
+        workspace=team_id,
+        channel=dm,
+        user=user_id(user["id"]),
+        text="forget me",
+        platform_event_id=f"home:forget:{user['id']}:{action.get('action_ts')}",
+        user_team=str(user.get("team_id") or team_id),
         raw={"addressed": True},
     )
+
+
+def _home_press(
+    payload: Mapping[str, Any], action: Mapping[str, Any], user: Mapping[str, Any]
+) -> ButtonPress | None:
+    """A press in the App Home: an approval's button or a schedule's. There is no
+    message; the conversation is the schedule's (from its block id) or, for an approval,
+    the person's DM with the app (the decision does not need one)."""
+    action_id = str(action.get("action_id"))
+    block = str(action.get("block_id") or "").split(":")
+    team = payload.get("team")
+    team_id = team.get("id") if isinstance(team, Mapping) else user.get("team_id")
+    if not isinstance(team_id, str) or not team_id:
+        raise BadRequest("a block_actions payload needs 'team'")
+    value = str(action.get("value") or "")
+    if action_id in ACTIONS and block[0] == HOME_APPROVAL:
+        key = ConversationKey(
+            platform="slack", workspace=team_id, channel=home_dm(payload) or str(user["id"])
+        )
+    elif action_id in JOB_ACTIONS and block[0] == HOME_JOB and len(block) == 5:
+        key = ConversationKey(
+            platform="slack", workspace=block[2], channel=block[3], thread=block[4] or None
+        )
+    else:
+        return None
+    return ButtonPress(
+        platform="slack",
+        workspace=key.workspace,
+        channel=key.channel,
+        thread=key.thread,
+        user=user_id(str(user["id"])),
+        approval_id=value if action_id in ACTIONS else None,
+        action=ACTIONS.get(action_id) or JOB_ACTIONS[action_id],
+        value=value,
+        user_team=str(user["team_id"]) if isinstance(user.get("team_id"), str) else "?",
+        platform_event_id=f"act:home:{user['id']}:{action.get('action_ts')}",
+        raw={"home": True},
+    )
+
+
+def check_request(body: object, *, form: Mapping[str, str] | None = None) -> None:
+    """Raise ``BadRequest`` for a body Slack does not send, before bolt runs a listener on
+    it (bolt answers a listener's exception with a 500): a press, an App Home event or a
+    slash command that our parsers cannot read."""
+    try:
+        if form is not None and "payload" not in form:
+            if form.get("command"):
+                parse_command(form)
+            return
+        if not isinstance(body, Mapping):
+            raise BadRequest("the body is not an object")
+        if body.get("type") == "block_actions":
+            if parse_home_forget(body) is None:
+                parse_action(body)
+        elif body.get("type") == "event_callback":
+            event = body.get("event")
+            if not isinstance(event, Mapping):
+                raise BadRequest("an event_callback without an event object")
+            if event.get("type") == "app_home_opened" and not isinstance(event.get("user"), str):
+                raise BadRequest("app_home_opened needs 'user'")
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        raise BadRequest(f"not what Slack sends: {exc}") from exc
 
 
 def _plain(text: str) -> str:

@@ -15,7 +15,7 @@ from agent_core.journaled import Choice, ScheduleItem
 _MAX_JOBS = 16
 # What a section's text may hold.
 _SECTION = 3000
-_JOB_BUTTONS = {
+JOB_BUTTONS = {
     "active": (("chatgate_job_pause", "Pause"), ("chatgate_job_delete", "Delete")),
     "paused": (("chatgate_job_resume", "Resume"), ("chatgate_job_delete", "Delete")),
     "done": (("chatgate_job_delete", "Delete"),),
@@ -103,7 +103,7 @@ def jobs_blocks(text: str, jobs: Sequence[ScheduleItem]) -> list[dict[str, Any]]
                 line += f": {escape_slack(run.error)[:200]}"
             lines.append(line)
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}})
-        buttons = _JOB_BUTTONS.get(job.status, ())
+        buttons = JOB_BUTTONS.get(job.status, ())
         if buttons:
             blocks.append(
                 {

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
+import aiohttp
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -14,11 +16,12 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.downloads import check_host, download, host_of
 from adapters.markdown import escape_slack, to_slack_mrkdwn
-from adapters.slack.parse import bare_user
+from adapters.slack.parse import EPHEMERAL, bare_user
 from adapters.slack.render import approval_blocks, choices_blocks, jobs_blocks
 from agent_core.delivery import ChunkSent
 from agent_core.errors import DeliveryError
@@ -74,6 +77,11 @@ UNMARKED = ""
 STREAM_PREFIX = "stream:"
 """How a live message that is a chat stream is journaled (``stream:<ts>``); a posted one is
 its bare ``ts``."""
+
+
+def is_dm(channel: str) -> bool:
+    """A direct message with the app (only the person and the bot are in it)."""
+    return channel.startswith("D")
 
 
 def delivery_metadata(key: str) -> dict[str, object]:
@@ -189,6 +197,8 @@ class SlackSender:
                 {"text": chunk, "unfurl_links": False}
                 for chunk in split_message(to_slack_mrkdwn(reply.text), SLACK_LIMIT)
             ]
+        if isinstance(reply, Reply) and reply.private_to and not is_dm(conversation.channel):
+            return await self._ephemeral(conversation, reply.private_to, messages)
         keys = [f"{reply.idempotency_key}:{index}" for index in range(len(messages))]
         posted = await self._posted(conversation, reply.reply_to, keys) if reply.resend else {}
         if isinstance(reply, Reply) and reply.live_message is not None:
@@ -412,14 +422,48 @@ class SlackSender:
             self, conversation, key=key, message=message, reply_to=reply_to, user=user
         )
 
+    async def _ephemeral(
+        self, conversation: ConversationKey, user: str, messages: list[dict[str, object]]
+    ) -> str:
+        """An answer only ``user`` sees (``chat.postEphemeral``; in a DM there is no one
+        else, and it is posted as usual). Ephemeral messages carry no metadata and cannot
+        be looked up: a resend may show one twice, to that one person. The receipt is
+        ``ephemeral:<message_ts>`` (nothing can edit it by that: its buttons' presses
+        carry a response_url)."""
+        receipts = []
+        with _delivered():
+            for message in messages:
+                response = await self.client.chat_postEphemeral(
+                    channel=conversation.channel,
+                    thread_ts=conversation.thread,
+                    user=bare_user(user),
+                    text=str(message["text"]),
+                    blocks=message.get("blocks"),  # type: ignore[arg-type]
+                )
+                receipts.append(str(response.get("message_ts") or ""))
+        return f"ephemeral:{receipts[0]}"
+
+    async def publish_home(self, user: str, view: dict[str, Any]) -> None:
+        """Show ``view`` as ``user``'s App Home tab (``views.publish``)."""
+        with _delivered():
+            await self.client.views_publish(user_id=bare_user(user), view=view)
+
     async def edit(self, edit: Edit) -> None:
-        """Replace a message (a decided prompt loses its buttons)."""
+        """Replace a message (a decided prompt loses its buttons); an ephemeral one through
+        the response_url its press carried (``replace_original``)."""
         listing = JobsListing.from_payload(edit.payload)
         blocks = (
             jobs_blocks(edit.text, listing.jobs)
             if listing is not None
             else [{"type": "section", "text": {"type": "mrkdwn", "text": escape_slack(edit.text)}}]
         )
+        if edit.message.message_id.startswith(EPHEMERAL):
+            await self._respond(
+                edit.message.message_id.removeprefix(EPHEMERAL),
+                text=escape_slack(edit.text)[:SLACK_LIMIT],
+                blocks=blocks,
+            )
+            return
         with _delivered():
             await self.client.chat_update(
                 channel=edit.message.conversation.channel,
@@ -427,6 +471,18 @@ class SlackSender:
                 text=escape_slack(edit.text)[:SLACK_LIMIT],
                 blocks=blocks,
             )
+
+    async def _respond(self, url: str, *, text: str, blocks: list[dict[str, Any]]) -> None:
+        """Redraw the message a response_url belongs to (Slack gives it with the press;
+        it works five times in 30 minutes)."""
+        await self.open()
+        hook = AsyncWebhookClient(url, session=self.client.session)
+        try:
+            answer = await hook.send(text=text, blocks=blocks, replace_original=True)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DeliveryError(f"slack: response_url: {exc or 'timed out'}") from exc
+        if answer.status_code != 200:
+            raise DeliveryError(f"slack: response_url: {answer.status_code} {answer.body[:200]}")
 
     async def ephemeral(self, conversation: ConversationKey, user: str, text: str) -> None:
         """A message only ``user`` sees (a refusal)."""

@@ -68,3 +68,32 @@ async def check(settings: Settings) -> Check:
         )
     mode = "Socket Mode" if settings.slack_app_token else "Events API at /slack/events"
     return Check("slack", "ok", f"auth.test ok {who}; {mode}")
+
+
+async def sync_commands(settings: Settings) -> str:
+    """``chatgate commands sync`` for Slack: what the operator does, in one line.
+
+    A Slack app's slash commands live in its manifest, and no Web API call a bot token may
+    make changes them (``apps.manifest.update`` takes an app configuration token, which
+    expires every 12 hours, and the app's id; chatgate holds neither). So nothing is sent:
+    the line says to paste the manifest generated from the registry."""
+    where = (
+        "chatgate slack manifest"
+        if settings.slack_app_token is not None
+        else "chatgate slack manifest --url https://YOUR-GATEWAY/slack/events"
+    )
+    return (
+        f"slack: slash commands come from the app's manifest: run `{where}` and paste its "
+        "output at https://api.slack.com/apps -> your app -> App Manifest, then reinstall "
+        "the app (deploy/slack/manifest.yml is the same with a placeholder URL)"
+    )
+
+
+async def command_drift(settings: Settings) -> list[str]:
+    """What ``chatgate doctor`` can say about Slack's slash commands differing from the
+    registry: nothing, honestly. A bot token cannot read the app's slash commands (only
+    ``apps.manifest.export`` can, with an app configuration token chatgate does not hold),
+    and the repository's manifest is not what the installed app has. The drift that can be
+    seen shows at run time instead: a slash command the registry does not know is logged
+    (``slack slash command not in the registry``) and answered with the help."""
+    return []

@@ -55,17 +55,19 @@ from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
 from agent_core.storage.feedback_rows import FeedbackRows
 from agent_core.storage.files import FileRows
+from agent_core.storage.home import HomeRows
 from agent_core.storage.people import PeopleRows
 
 # Event ids per ``IN`` list (well under SQLite's and asyncpg's bound-parameter limits).
 _IDS_PER_READ = 500
 
 
-class Store(PeopleRows, FileRows, FeedbackRows):
+class Store(PeopleRows, FileRows, FeedbackRows, HomeRows):
     """All reads and writes chatgate makes (what concerns people, memory and access in
     :class:`~agent_core.storage.people.PeopleRows`; the files messages carry in
     :class:`~agent_core.storage.files.FileRows`; ratings of replies in
-    :class:`~agent_core.storage.feedback_rows.FeedbackRows`)."""
+    :class:`~agent_core.storage.feedback_rows.FeedbackRows`; a person's own page in
+    :class:`~agent_core.storage.home.HomeRows`)."""
 
     def __init__(self, database: Database) -> None:
         self.database = database

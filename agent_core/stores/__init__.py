@@ -6,7 +6,8 @@ implements them all over SQLAlchemy, and only the bootstraps (``gateway.app``,
 ``workers.bootstrap``, the CLI) build it. :class:`Storage` is every concern at once, for the
 processes' runtimes. The Protocols live by what they are about: ``conversations`` (the
 ledger, the journal, marks), ``people`` (approvals, access), ``work`` (schedules, jobs,
-locks), ``memory`` (memory, usage) and ``feedback`` (ratings of replies).
+locks), ``memory`` (memory, usage), ``feedback`` (ratings of replies) and ``home`` (one
+person's things across conversations).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Protocol
 from agent_core.stores.conversations import Journal, Ledger, Marks
 from agent_core.stores.feedback import FeedbackStore
 from agent_core.stores.files import FileRecords
+from agent_core.stores.home import HomeStore
 from agent_core.stores.memory import MemoryStore, UsageStore
 from agent_core.stores.people import AccessStore, ApprovalStore
 from agent_core.stores.work import JobStore, LockStore, ScheduleStore
@@ -25,6 +27,7 @@ __all__ = [
     "ApprovalStore",
     "FeedbackStore",
     "FileRecords",
+    "HomeStore",
     "JobStore",
     "Journal",
     "Ledger",
@@ -42,6 +45,7 @@ class Storage(
     Journal,
     FileRecords,
     FeedbackStore,
+    HomeStore,
     ApprovalStore,
     AccessStore,
     ScheduleStore,

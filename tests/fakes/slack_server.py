@@ -3,7 +3,9 @@
 ``/api/{method}`` answers what the real slack_sdk and slack-bolt call (``auth.test``,
 ``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``, the chat streaming API
 (``chat.startStream``, ``chat.appendStream``, ``chat.stopStream``), ``conversations.replies``,
-``conversations.history``) and records every call. Posted messages are kept per channel
+``conversations.history``, ``views.publish``) and records every call. ``/respond/{name}`` is
+a response_url (:meth:`FakeSlack.response_url`): what is posted to it is recorded as a
+``response_url`` call. Posted messages are kept per channel
 with their metadata, which the two reads return only with ``include_all_metadata``, as
 Slack does. It can answer the next N ``chat.postMessage`` calls with 429 and
 ``Retry-After``.
@@ -77,6 +79,8 @@ class FakeSlack(LoopbackServer):
         self.reactions: dict[tuple[str, str], list[str]] = {}
         self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
+        # The App Home view last published for each user id.
+        self.homes: dict[str, dict[str, Any]] = {}
         # Every message posted, in order: {channel, ts, thread_ts, text, metadata}.
         self.messages: list[dict[str, Any]] = []
         # When each chat.postMessage arrived (time.monotonic()) and its text: what the
@@ -134,6 +138,21 @@ class FakeSlack(LoopbackServer):
         app.router.add_get("/link", self._socket)
         app.router.add_get("/files-pri/{path:.*}", self._hosted)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_post("/respond/{name}", self._respond)
+
+    def response_url(self, name: str) -> str:
+        """A response_url for a slash command or a press; posts to it are recorded as
+        ``response_url`` calls (with ``name``)."""
+        return f"http://127.0.0.1:{self.port}/respond/{name}"
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        """A response_url: JSON with text, blocks, replace_original ..., answered ``ok``."""
+        try:
+            body = json.loads(await request.text())
+        except ValueError:
+            return web.Response(status=400, text="invalid_payload")
+        self.record("response_url", {"name": request.match_info["name"], **body})
+        return web.Response(text="ok")
 
     async def _upload(self, request: web.Request) -> web.Response:
         """Step two of ``files_upload_v2``: the bytes, to the URL step one handed out."""
@@ -282,6 +301,8 @@ class FakeSlack(LoopbackServer):
             return web.json_response(
                 {"ok": True, "channel": arguments.get("channel"), "ts": ts, "message_ts": ts}
             )
+        if method == "views.publish":
+            return web.json_response(self._publish(arguments))
         if method in ("reactions.add", "reactions.remove"):
             return web.json_response(self._react(method, arguments))
         if method in ("files.getUploadURLExternal", "files.completeUploadExternal", "files.info"):
@@ -295,6 +316,22 @@ class FakeSlack(LoopbackServer):
                 )
             return web.json_response(self._read(method, arguments))
         return web.json_response({"ok": False, "error": "unknown_method"})
+
+    def _publish(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """An App Home view, checked as Slack checks it (a home view of at most 100 blocks,
+        block ids unique and at most 255 characters)."""
+        view = arguments.get("view")
+        view = json.loads(view) if isinstance(view, str) else view
+        if not isinstance(view, dict) or view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments"}
+        blocks = view.get("blocks") or []
+        ids = [b["block_id"] for b in blocks if "block_id" in b]
+        if len(blocks) > 100 or len(set(ids)) != len(ids) or any(len(i) > 255 for i in ids):
+            return {"ok": False, "error": "invalid_blocks"}
+        if not str(arguments.get("user_id") or "").startswith(("U", "W")):
+            return {"ok": False, "error": "user_not_found"}
+        self.homes[str(arguments["user_id"])] = view
+        return {"ok": True, "view": {"id": "V0HOME", **view}}
 
     def _react(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The bot's reactions per message, as Slack keeps them."""

@@ -365,12 +365,14 @@ def test_a_long_reply_arrives_as_several_valid_messages(
     assert joined.count("line_119 = compute(119) &amp; check(119) &lt; 238") == 4
 
 
-def _slash(gateway: GatewayProcess, text: str, *, user: str = "U0ALICE") -> int:
+def _slash(
+    gateway: GatewayProcess, text: str, *, user: str = "U0ALICE", channel: str = CHANNEL
+) -> int:
     form = {
         "token": "unused",
         "team_id": TEAM,
         "team_domain": "test",
-        "channel_id": CHANNEL,
+        "channel_id": channel,
         "channel_name": "general",
         "user_id": user,
         "user_name": user.lower(),
@@ -386,14 +388,20 @@ def _slash(gateway: GatewayProcess, text: str, *, user: str = "U0ALICE") -> int:
 
 
 def _press_job(
-    gateway: GatewayProcess, action_id: str, schedule_id: str, *, user: str, ts: str
+    gateway: GatewayProcess,
+    action_id: str,
+    schedule_id: str,
+    *,
+    user: str,
+    ts: str,
+    channel: str = CHANNEL,
 ) -> int:
     payload = {
         "type": "block_actions",
         "team": {"id": TEAM, "domain": "test"},
         "user": {"id": user, "username": user.lower(), "team_id": TEAM},
-        "channel": {"id": CHANNEL, "name": "general"},
-        "container": {"type": "message", "message_ts": ts, "channel_id": CHANNEL},
+        "channel": {"id": channel, "name": "general"},
+        "container": {"type": "message", "message_ts": ts, "channel_id": channel},
         "message": {"type": "message", "ts": ts},
         "trigger_id": "1.2.3",
         "response_url": "http://127.0.0.1:9/unused",
@@ -412,33 +420,66 @@ def _press_job(
     return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)[0]
 
 
-def test_jobs_in_slack_has_buttons_that_pause_and_resume(
+DM = "D0ALICE"
+
+
+def _direct(text: str, *, ts: str, user: str = "U0ALICE") -> dict[str, Any]:
+    """A message in the person's DM with the app."""
+    return {
+        "team_id": TEAM,
+        "api_app_id": "A0CHATGATE",
+        "type": "event_callback",
+        "event_id": f"Ev{ts}",
+        "event_time": int(time.time()),
+        "event": {
+            "type": "message",
+            "channel_type": "im",
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "channel": DM,
+            "event_ts": ts,
+        },
+    }
+
+
+def test_jobs_in_a_dm_has_buttons_that_pause_and_resume_in_place(
     gateway: GatewayProcess, model_server: FakeModelServer, slack: FakeSlack
 ) -> None:
+    """In a DM (where only the person is) ``jobs`` is posted, not ephemeral: its buttons
+    redraw it in place with chat.update. (In a channel it is ephemeral:
+    test_slack_commands.)"""
     model_server.script(
         tool_call("schedule_task", {"prompt": "report", "schedule": "0 9 * * 1-5"}), "Scheduled."
     )
-    assert _post_event(gateway, _mention("every weekday at 9", ts="1700000800.000100"))[0] == 200
+    assert _post_event(gateway, _direct("every weekday at 9", ts="1700000800.000100"))[0] == 200
     slack.wait_for("chat.postMessage", 1)
-    # The slash command in the channel: a listing with buttons.
-    assert _slash(gateway, "jobs") == 200
+    assert _slash(gateway, "jobs", channel=DM) == 200
     listing = slack.wait_for("chat.postMessage", 2)[1]
+    assert listing["channel"] == DM
     actions = [b for b in listing["blocks"] if b["type"] == "actions"]
     [buttons] = [a["elements"] for a in actions]
     assert [b["text"]["text"] for b in buttons] == ["Pause", "Delete"]
     schedule_id = buttons[0]["value"]
     ts = posted_ts(2)  # what the fake answered for the listing
     # Someone else may not pause it.
-    assert _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0MALLORY", ts=ts) == 200
+    assert (
+        _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0MALLORY", ts=ts, channel=DM)
+        == 200
+    )
     [refusal] = slack.wait_for("chat.postEphemeral", 1)
     assert "only slack:U0ALICE" in refusal["text"]
     # Its creator may: the listing is redrawn in place with Resume.
-    assert _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0ALICE", ts=ts) == 200
+    assert (
+        _press_job(gateway, "chatgate_job_pause", schedule_id, user="U0ALICE", ts=ts, channel=DM)
+        == 200
+    )
     [update] = slack.wait_for("chat.update", 1)
     assert update["ts"] == ts
     redrawn = next(b for b in update["blocks"] if b["type"] == "actions")["elements"]
     assert [b["text"]["text"] for b in redrawn] == ["Resume", "Delete"]
     assert "*paused*" in json.dumps(update["blocks"])
+    assert slack.posted("chat.postEphemeral")[1:] == []
 
 
 SELF_APPROVE_OFF = """
@@ -556,25 +597,27 @@ def _until(condition: Any, timeout: float = 20) -> None:
 def test_forget_me_asks_with_buttons_and_only_the_asker_can_erase(
     gateway: GatewayProcess, model_server: FakeModelServer, database_url: str, slack: FakeSlack
 ) -> None:
-    """``/chatgate forget me``: Erase / Keep buttons; someone else's press is refused (only
-    they see why) and erases nothing; the asker's Erase erases them and the question
-    becomes the receipt, without buttons."""
+    """``/chatgate forget me`` in the DM: Erase / Keep buttons; someone else's press is
+    refused (only they see why) and erases nothing; the asker's Erase erases them and the
+    question becomes the receipt, without buttons. (In a channel the question is
+    ephemeral: test_slack_commands.)"""
     model_server.script("Noted.")
     mention = _mention("my locker code is quince77", ts="1700000900.000100")
     assert _post_event(gateway, mention)[0] == 200
     slack.wait_for("chat.postMessage", 1)
-    assert _slash(gateway, "forget me") == 200
+    assert _slash(gateway, "forget me", channel=DM) == 200
     question = slack.wait_for("chat.postMessage", 2)[1]
     [actions] = [b for b in question["blocks"] if b["type"] == "actions"]
     labels = [b["text"]["text"] for b in actions["elements"]]
     assert labels == ["Erase my data", "Keep it"]
     erase = actions["elements"][0]
     ts = posted_ts(2)
-    assert _press_job(gateway, erase["action_id"], erase["value"], user="U0MALLORY", ts=ts) == 200
+    press = {"action_id": erase["action_id"], "schedule_id": erase["value"], "ts": ts}
+    assert _press_job(gateway, **press, user="U0MALLORY", channel=DM) == 200
     [refusal] = slack.wait_for("chat.postEphemeral", 1)
     assert "Only the person who asked" in refusal["text"]
     assert "messages.text" in columns_holding(database_url, "quince77")
-    assert _press_job(gateway, erase["action_id"], erase["value"], user="U0ALICE", ts=ts) == 200
+    assert _press_job(gateway, **press, user="U0ALICE", channel=DM) == 200
     [update] = slack.wait_for("chat.update", 1)
     assert update["ts"] == ts
     assert "Erased slack:U0ALICE's data" in update["text"]
