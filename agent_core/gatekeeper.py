@@ -133,13 +133,16 @@ class Gatekeeper:
         *,
         payload: dict[str, JsonValue] | None = None,
         private: bool = False,
+        noted: bool = False,
     ) -> None:
         """Answer a message without the model: a note in the history, sent to the platform.
 
         ``payload`` is structured content a platform may render richer than the text
         (the ``jobs`` listing's buttons); ``private``: only the sender should see it,
-        where the platform can do that (``Reply.private_to``)."""
-        await self._store.add_note(accepted.conversation_id, text, payload=payload)
+        where the platform can do that (``Reply.private_to``); ``noted``: the note is in the
+        history already (``new`` wrote it), only the platform is told."""
+        if not noted:
+            await self._store.add_note(accepted.conversation_id, text, payload=payload)
         if event.platform == "web":
             return  # the note is the delivery; the page's stream shows it
         reply = Reply(

@@ -65,6 +65,7 @@ class ChatCommands:
                 await tell(help_text())
             case "new":
                 await self._store.start_fresh(accepted.conversation_id, FRESH)
+                await self._gate.tell(event, accepted, FRESH, noted=True)
             case "usage":
                 await tell(await self._usage(event, accepted))
             case "jobs":
