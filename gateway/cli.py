@@ -398,6 +398,27 @@ def commands_sync() -> None:
     raise typer.Exit(1 if failed else 0)
 
 
+slack_app = typer.Typer(help="Set up Slack.", no_args_is_help=True)
+app.add_typer(slack_app, name="slack")
+
+
+@slack_app.command("manifest")
+def slack_manifest(
+    url: str | None = typer.Option(
+        None, help="where Slack sends events: https://your.host/slack/events"
+    ),
+    socket_mode: bool = typer.Option(False, "--socket-mode", help="Socket Mode instead"),
+) -> None:
+    """Print the Slack app manifest, generated from the command registry (paste it in the
+    app's App Manifest page, then reinstall the app)."""
+    if url is not None and not url.startswith("https://"):
+        typer.echo("chatgate: Slack only delivers to https:// URLs", err=True)
+        raise typer.Exit(2)
+    from adapters.slack.manifest import manifest_text
+
+    typer.echo(manifest_text(url, socket_mode=socket_mode), nl=False)
+
+
 discord_app = typer.Typer(help="Set up Discord.", no_args_is_help=True)
 app.add_typer(discord_app, name="discord")
 

@@ -159,3 +159,19 @@ def test_doctor_checks_the_slack_token_and_its_scopes(tmp_path: Path) -> None:
         result = _chatgate("doctor", cwd=tmp_path, **(slack.settings() | {"SLACK_BOT_TOKEN": "x"}))
         assert result.returncode == 1
         assert "FAIL slack      auth.test: invalid_auth" in result.stdout
+
+
+def test_slack_manifest_prints_every_registry_command_with_the_url(tmp_path: Path) -> None:
+    import yaml
+
+    from agent_core.command_registry import COMMANDS
+
+    printed = _chatgate("slack", "manifest", "--url", "https://chat.example/slack/events",
+                        cwd=tmp_path)  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    manifest = yaml.safe_load(printed.stdout)
+    commands = {c["command"]: c["url"] for c in manifest["features"]["slash_commands"]}
+    assert {f"/{c.name}" for c in COMMANDS} | {"/chatgate"} == set(commands)
+    assert set(commands.values()) == {"https://chat.example/slack/events"}
+    refused = _chatgate("slack", "manifest", "--url", "http://chat.example/", cwd=tmp_path)
+    assert refused.returncode == 2
