@@ -22,7 +22,7 @@ from tests.fakes.slack_server import TEAM, FakeSlack
 from tests.scenario.test_slack_commands import buttons, mention, post
 from tests.scenario.test_tool_crashes import tool_call
 
-pytestmark = pytest.mark.any_database
+# Also the PostgreSQL pass: the Home reads (agent_core.storage.home) are SQL of their own.
 
 DM = "D0ALICE"
 SCHEDULED_AT = "1700001000.000100"
