@@ -84,16 +84,16 @@ class Sink:
             # person reacting again. So it is not ledgered, and answered by the deadline.
             await asyncio.wait({self.run(runtime.feedback.react(event))}, timeout=deadline)
             return None
-        # A reply in a thread is answered only where the agent already talks.
-        if (
+        if event.raw.get("ambient") is True:
+            # A message to nobody in particular (a group's, a channel's): only where the
+            # profile says the agent answers every message.
+            if not await self._answers_all(runtime, event):
+                return None
+        elif (
             event.raw.get("addressed") is False
             and await runtime.store.conversation_id_for(event.conversation) is None
         ):
-            return None
-        # A message to nobody in particular (a group's, a channel's) only where the
-        # profile says the agent answers every message.
-        if event.raw.get("ambient") is True and not await self._answers_all(runtime, event):
-            return None
+            return None  # a reply in a thread: only where the agent already talks
         return await self._accept(runtime, event, deadline)
 
     async def _answers_all(self, runtime: Runtime, event: InboundMessage) -> bool:

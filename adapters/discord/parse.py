@@ -125,16 +125,17 @@ def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
     if facts.type not in _PERSON_TYPES:
         return None
     mentioned = bot_id in facts.mentions or facts.replied_to_author == bot_id
+    # Said to nobody in particular: answered only where a profile answers every message
+    # (the gateway decides; Discord sends its text only with the Message Content intent).
+    ambient = False
     if facts.guild_id is None:
         workspace, channel, thread = DM, facts.channel_id, None
     elif facts.thread_parent is not None:
-        if not (mentioned or facts.bot_in_thread):
-            return None
+        ambient = not (mentioned or facts.bot_in_thread)
         workspace, channel, thread = facts.guild_id, facts.thread_parent, facts.channel_id
-    elif mentioned:
-        workspace, channel, thread = facts.guild_id, facts.channel_id, None
     else:
-        return None
+        ambient = not mentioned
+        workspace, channel, thread = facts.guild_id, facts.channel_id, None
     text = re.sub(rf"^\s*<@!?{re.escape(bot_id)}>[\s:,]*", "", facts.content)
     if not text.strip() and not facts.attachments:
         return None
@@ -149,7 +150,7 @@ def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
         mentions=tuple(user_id(m) for m in facts.mentions),
         attachments=facts.attachments,
         reply_to=facts.message_id,
-        raw={"channel_id": facts.channel_id},
+        raw={"channel_id": facts.channel_id} | ({"ambient": True} if ambient else {}),
     )
 
 

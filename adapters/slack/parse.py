@@ -116,7 +116,7 @@ def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> Inbound
     elif thread_ts is not None:
         thread = thread_ts  # a reply in a thread: answered if that thread is a conversation
     else:
-        return None
+        thread = ts  # said to nobody in particular: answered where a profile answers all
     mentions = tuple(user_id(m) for m in _MENTION.findall(text))
     if bot_user is not None:
         text = re.sub(rf"^\s*<@{re.escape(bot_user)}(?:\|[^>]*)?>[\s:,]*", "", text)
@@ -136,7 +136,8 @@ def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> Inbound
             "event_id": str(envelope.get("event_id", "")),
             "kind": str(kind),
             "addressed": direct or mentioned,
-        },
+        }
+        | ({"ambient": True} if not (direct or mentioned or thread_ts) else {}),
     )
 
 

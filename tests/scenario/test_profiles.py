@@ -89,6 +89,7 @@ model = "openai/ops-model"
 api_base = "{ops_model.base_url}"
 system_prompt = "You are the ops bot."
 tools = ["schedule_*", "list_schedules"]
+reply = "all"
 
 [[profile]]
 name = "general"
@@ -110,7 +111,7 @@ system_prompt = "You are the general bot."
         )
         process.start()
         try:
-            ops_model.script("ops answer", "ops thread answer")
+            ops_model.script("ops answer", "ops thread answer", "ops answer to chatter")
             general_model.script("general answer", "general answer in the ops thread")
             top = "1700000600.000100"
             assert _post_event(process, _said("is prod up?", channel=OPS, ts=top))[0] == 200
@@ -158,6 +159,18 @@ system_prompt = "You are the general bot."
             assert len(general_model.requests) == 2
             assert len(ops_model.requests) == 2
             assert read_database(database_url, _profiles_answered)[-1] == "general"
+            # Said to nobody: answered where the profile answers every message (in a thread
+            # of its own), left alone where it answers mentions only.
+            for channel, ts in ((GENERAL, "1700000608.000100"), (OPS, "1700000609.000100")):
+                chatter = _said("x", channel=channel, ts=ts)
+                chatter["event"] |= {"type": "message", "text": "deploy at 5?",
+                                     "channel_type": "channel"}  # fmt: skip
+                assert _post_event(process, chatter)[0] == 200
+            assert _answer(slack, 9) == "ops answer to chatter"
+            last = [a for m, a in slack.calls if m == "chat.postMessage"][-1]
+            assert (last["channel"], last["thread_ts"]) == (OPS, "1700000609.000100")
+            time.sleep(0.5)
+            assert len(general_model.requests) == 2
             # The console's timeline says which profile answered.
             status, turn = http(
                 "GET",

@@ -70,8 +70,12 @@ def test_a_guild_mention_is_the_channel_s_conversation_without_the_mention() -> 
     assert event.mentions == (f"discord:{BOT}",)
 
 
-def test_guild_chatter_that_does_not_address_the_bot_is_ignored() -> None:
-    assert _message("message_create_guild_chatter") is None
+def test_guild_chatter_that_does_not_address_the_bot_is_ambient() -> None:
+    """Kept for a profile that answers every message; otherwise the gateway drops it."""
+    event = _message("message_create_guild_chatter")
+    assert event is not None
+    assert event.raw["ambient"] is True
+    assert event.conversation.thread is None
 
 
 def test_a_thread_message_counts_when_the_bot_is_in_the_thread() -> None:
@@ -82,8 +86,11 @@ def test_a_thread_message_counts_when_the_bot_is_in_the_thread() -> None:
         platform="discord", workspace=GUILD, channel=parent, thread="1300000000000000020"
     )
     assert event.text == "and what about the second one?"
-    # In a thread the bot is not in, an unaddressed message is not for it.
-    assert _message("message_create_thread", thread_parent=parent, bot_in_thread=False) is None
+    assert "ambient" not in event.raw
+    # In a thread the bot is not in, an unaddressed message is for nobody in particular.
+    outside = _message("message_create_thread", thread_parent=parent, bot_in_thread=False)
+    assert outside is not None
+    assert outside.raw["ambient"] is True
 
 
 def test_other_bots_are_ignored_even_when_they_mention_us() -> None:

@@ -118,10 +118,18 @@ def test_edits_bots_and_our_own_messages_are_ignored(name: str) -> None:
     assert parse_event(_load(name), bot_user=BOT) is None
 
 
-def test_a_channel_message_neither_mentioning_nor_in_a_thread_is_ignored() -> None:
+def test_a_channel_message_neither_mentioning_nor_in_a_thread_is_ambient() -> None:
+    """Kept for a profile that answers every message (it starts a thread of its own, as a
+    mention does); otherwise the gateway drops it."""
     payload = _load("thread_reply")
     del payload["event"]["thread_ts"]
-    assert parse_event(payload, bot_user=BOT) is None
+    event = parse_event(payload, bot_user=BOT)
+    assert event is not None
+    assert event.raw["ambient"] is True
+    assert event.thread == payload["event"]["ts"]
+    reply = parse_event(_load("thread_reply"), bot_user=BOT)  # in a thread: not ambient
+    assert reply is not None
+    assert "ambient" not in reply.raw
 
 
 def test_block_actions_become_a_press_with_the_approval_id() -> None:
