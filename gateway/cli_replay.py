@@ -55,24 +55,12 @@ def _moment(value: str | None, option: str) -> datetime | None:
 def _model(settings: Settings, name: str | None, api_base: str | None, option: str) -> Model:
     """The model to replay with: ``name`` (the settings' own when None), on ``api_base``,
     or on the settings' server and key when it is on the same provider as theirs."""
-    from agent_core.model_litellm import LiteLLMModel, same_provider
-    from workers.http_poster import AiohttpPoster
+    from workers.bootstrap import model_named
 
     chosen = name or settings.model
     if not chosen:
         raise _fail(f"{option}: no model given and CHATGATE_MODEL is not set")
-    shared = same_provider(chosen, settings.model or "")
-    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
-    return LiteLLMModel(
-        chosen,
-        api_base=api_base or (settings.model_api_base if shared else None),
-        api_key=key if shared else None,
-        timeout=settings.model_timeout,
-        retries=settings.model_retries,
-        context_tokens=settings.model_context_tokens if shared else None,
-        http=AiohttpPoster(timeout=settings.model_timeout),
-        vision={"auto": None, "true": True, "false": False}[settings.model_vision],
-    )
+    return model_named(settings, chosen, api_base=api_base)
 
 
 def _profile(settings: Settings, name: str | None) -> ProfileSetting:

@@ -17,7 +17,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -85,6 +85,29 @@ def build_model(settings: Settings, name: str | None = None) -> Model | None:
     )
 
 
+def model_named(
+    settings: Settings, name: str, *, api_base: str | None, fallbacks: Sequence[str] = ()
+) -> Model:
+    """The model ``name`` on ``api_base``, or on the settings' server and key when it is on
+    the same provider as ``CHATGATE_MODEL`` (a profile's, a replay's)."""
+    from agent_core.model_litellm import LiteLLMModel, same_provider
+    from workers.http_poster import AiohttpPoster
+
+    shared = same_provider(name, settings.model or "")
+    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
+    return LiteLLMModel(
+        name,
+        api_base=api_base or (settings.model_api_base if shared else None),
+        api_key=key if shared else None,
+        fallbacks=list(fallbacks),
+        timeout=settings.model_timeout,
+        retries=settings.model_retries,
+        context_tokens=settings.model_context_tokens if shared else None,
+        http=AiohttpPoster(timeout=settings.model_timeout),
+        vision={"auto": None, "true": True, "false": False}[settings.model_vision],
+    )
+
+
 class ProfileModels:
     """The model each profile names (with its server and fallbacks), built the first time
     a turn needs it, once; where it is the settings' own, the process's model."""
@@ -107,23 +130,7 @@ class ProfileModels:
         return found
 
     def _build(self, name: str, api_base: str | None, fallbacks: tuple[str, ...]) -> Model:
-        from agent_core.model_litellm import LiteLLMModel, same_provider
-        from workers.http_poster import AiohttpPoster
-
-        settings = self._settings
-        shared = same_provider(name, settings.model or "")
-        key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
-        return LiteLLMModel(
-            name,
-            api_base=api_base or (settings.model_api_base if shared else None),
-            api_key=key if shared else None,
-            fallbacks=list(fallbacks),
-            timeout=settings.model_timeout,
-            retries=settings.model_retries,
-            context_tokens=settings.model_context_tokens if shared else None,
-            http=AiohttpPoster(timeout=settings.model_timeout),
-            vision={"auto": None, "true": True, "false": False}[settings.model_vision],
-        )
+        return model_named(self._settings, name, api_base=api_base, fallbacks=fallbacks)
 
     def built(self) -> list[Model]:
         """The models built for profiles (the process closes them at the end)."""
