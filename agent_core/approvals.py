@@ -73,6 +73,13 @@ class Approvals:
             return None
         return "not_approver"
 
+    def named(self, approval: ApprovalRecord, user: str) -> bool:
+        """Whether ``user`` is one of the approval's own deciders: its requester, an admin,
+        or an approver the policy names as a person (``role:member`` names nobody). Only
+        they are shown it, and may decide it, away from its conversation (Slack's App
+        Home): a member may decide where they see the prompt, not anyone's DM from afar."""
+        return user == approval.requested_by or user in self._admins or user in approval.approvers
+
     async def _talks(self, user: str, approval: ApprovalRecord, team: str | None) -> bool:
         return self._may_talk is None or await self._may_talk(user, approval.conversation, team)
 

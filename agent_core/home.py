@@ -9,6 +9,7 @@ an approver or an admin; the page offers exactly the presses that would be taken
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -59,17 +60,19 @@ async def person_home(
     store: HomeStore,
     *,
     refusal: MayDecide,
+    named: Callable[[ApprovalRecord, str], bool],
     user: str,
     team: str | None,
     platform: Platform,
     now: datetime,
 ) -> PersonHome:
     """Gather ``user``'s page: their schedules on ``platform``, the pending approvals they
-    may decide (``refusal`` is None for them), their use since the month began."""
+    may decide and are named for (``refusal`` is None, ``named`` is true: a member's role
+    reaches prompts they can see, not every DM's), their use since the month began."""
     schedules = await store.schedules_by(user, platform=platform, limit=MAX_SCHEDULES)
     waiting: list[ApprovalRecord] = []
     for approval in await store.pending_approvals(now=now, limit=_PENDING_READ):
-        if await refusal(approval, user, team=team) is None:
+        if named(approval, user) and await refusal(approval, user, team=team) is None:
             waiting.append(approval)
             if len(waiting) == MAX_APPROVALS:
                 break

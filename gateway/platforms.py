@@ -21,7 +21,7 @@ from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
 from agent_core import forget_me
 from agent_core.command_registry import Suggest
-from agent_core.errors import ApprovalError, ScheduleActionError
+from agent_core.errors import ApprovalError, NotAllowedToDecide, ScheduleActionError
 from agent_core.events import (
     ButtonAction,
     ButtonPress,
@@ -142,6 +142,12 @@ class Sink:
         )
         raise NotStoredInTime(event.platform_event_id)
 
+    async def _named(self, runtime: Runtime, press: ButtonPress) -> bool:
+        """A press from afar (Slack's App Home): only the approval's own deciders."""
+        assert press.approval_id is not None
+        approval = await runtime.store.approval(press.approval_id)
+        return approval is None or runtime.inbound.approvals.named(approval, press.user)
+
     async def _press(self, runtime: Runtime, press: ButtonPress, refuse: Refuse | None) -> None:
         """Decide an approval, or change a schedule and redraw its listing in place; a
         person who may not do that is told through ``refuse`` (shown to them alone)."""
@@ -161,6 +167,11 @@ class Sink:
         if press.approval_id:
             decision = _DECISIONS.get(press.action)
             if decision is None:
+                return
+            if press.raw.get("home") is True and not await self._named(runtime, press):
+                await tell(
+                    refusal(NotAllowedToDecide(press.approval_id, press.user, "not_approver"))
+                )
                 return
             try:
                 await runtime.inbound.decide(
@@ -303,6 +314,7 @@ def gateway_hooks(app: web.Application, faults: FaultPoints) -> GatewayHooks:
         return await person_home(
             runtime.store,
             refusal=runtime.inbound.approvals.refusal,
+            named=runtime.inbound.approvals.named,
             user=user,
             team=team,
             platform=platform,

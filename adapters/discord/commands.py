@@ -245,6 +245,9 @@ def command_message(
     )
 
 
+INTERACTION_PREFIX = "int:"
+
+
 def interaction_event_id(interaction_id: str | int) -> str:
     """An interaction's id in the ingress ledger (a press's is the same)."""
-    return f"int:{interaction_id}"
+    return f"{INTERACTION_PREFIX}{interaction_id}"

@@ -7,7 +7,10 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from adapters.chunking import DISCORD_LIMIT, split_message
+from adapters.discord.commands import INTERACTION_PREFIX
 from adapters.discord.pending import Deferred, PendingInteractions
 from adapters.discord.render import (
     approval_content,
@@ -25,6 +28,8 @@ from agent_core.events import ApprovalPrompt, ConversationKey, Edit, OutgoingFil
 from agent_core.files.fetching import FileUnavailable
 from agent_core.journaled import Choices, JobsListing
 from agent_core.records import AttachmentRecord, TurnState
+
+log = structlog.get_logger("chatgate.discord")
 
 if TYPE_CHECKING:
     import aiohttp
@@ -164,6 +169,12 @@ class DiscordSender:
                 answered = await self._answer(deferred, reply)
                 if answered is not None:
                     return answered
+            if reply.private_to and reply.answers.startswith(INTERACTION_PREFIX):
+                # A slash command's private answer, whose interaction this process cannot
+                # answer (another one took it, or it expired): never shown to the channel.
+                log.warning("a private answer was not delivered: its interaction is gone",
+                            answers=reply.answers)  # fmt: skip
+                return f"undelivered:{reply.answers}"
         channel = await self._channel(reply.conversation)
         reference = _reference(reply.reply_to, channel.id)
         if isinstance(reply, ApprovalPrompt):

@@ -124,7 +124,8 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
                     else:
                         check_request(None, form=form)
                 parsed = await to_bolt_request(request)
-            except (BadRequest, ValueError):
+            except (BadRequest, ValueError, TypeError, KeyError):
+                # (bolt's request parsing raises the last two on shapes it does not expect)
                 return json_error(
                     400, "body is not what Slack sends (JSON, or a form with payload)"
                 )

@@ -381,13 +381,24 @@ def check_request(body: object, *, form: Mapping[str, str] | None = None) -> Non
         if not isinstance(body, Mapping):
             raise BadRequest("the body is not an object")
         if body.get("type") == "block_actions":
+            actions = body.get("actions")
+            if not isinstance(actions, list) or not all(
+                isinstance(a, Mapping) and isinstance(a.get("action_id"), str) for a in actions
+            ):
+                raise BadRequest("block_actions needs actions, each with an action_id")
             if parse_home_forget(body) is None:
                 parse_action(body)
         elif body.get("type") == "event_callback":
             event = body.get("event")
             if not isinstance(event, Mapping):
                 raise BadRequest("an event_callback without an event object")
-            if event.get("type") == "app_home_opened" and not isinstance(event.get("user"), str):
+            # bolt reads these of any event before a listener runs.
+            for field in ("channel", "user"):
+                if field in event and not isinstance(event[field], str | Mapping | None):
+                    raise BadRequest(f"an event's {field!r} is neither text nor an object")
+            if event.get("type") == "app_home_opened" and not (
+                isinstance(event.get("user"), str) and event["user"]
+            ):
                 raise BadRequest("app_home_opened needs 'user'")
     except (AttributeError, TypeError, KeyError, ValueError) as exc:
         raise BadRequest(f"not what Slack sends: {exc}") from exc

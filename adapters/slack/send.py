@@ -7,6 +7,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
@@ -475,6 +476,12 @@ class SlackSender:
     async def _respond(self, url: str, *, text: str, blocks: list[dict[str, Any]]) -> None:
         """Redraw the message a response_url belongs to (Slack gives it with the press;
         it works five times in 30 minutes)."""
+        # Only Slack's own hooks (or the configured API's host): a press's URL is never
+        # followed elsewhere, whoever forged or relayed the press.
+        given = urlsplit(url)
+        slacks = given.scheme == "https" and given.netloc == "hooks.slack.com"
+        if not (slacks or given.netloc == urlsplit(self.client.base_url).netloc):
+            raise DeliveryError(f"slack: response_url: {given.netloc or 'nowhere'} is not Slack")
         await self.open()
         hook = AsyncWebhookClient(url, session=self.client.session)
         try:

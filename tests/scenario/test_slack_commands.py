@@ -229,6 +229,24 @@ def test_forget_me_asked_in_a_channel_is_ephemeral_and_answered_through_its_resp
     assert slack.posted() == []
 
 
+def test_a_response_url_that_is_not_slacks_is_never_followed(
+    gateway: GatewayProcess, slack: FakeSlack
+) -> None:
+    """A press (signed, or relayed by Socket Mode) naming another host's URL: chatgate
+    posts nothing there; the same press with Slack's URL redraws as usual."""
+    from tests.fakes.http_echo import EchoServer
+
+    assert slash(gateway, "/forget") == 200
+    [question] = slack.wait_for("chat.postEphemeral", 1)
+    keep = buttons(question)[1]
+    with EchoServer() as elsewhere:
+        url = f"http://{elsewhere.host}/internal-admin?delete=all"
+        assert press_ephemeral(gateway, keep, user="U0ALICE", response_url=url) == 200
+        time.sleep(1)
+        assert elsewhere.requests == []
+    assert slack.called("response_url") == []
+
+
 def test_malformed_slash_commands_and_presses_are_400_not_500(gateway: GatewayProcess) -> None:
     form = "application/x-www-form-urlencoded"
     assert post(gateway, urlencode({"command": "/jobs", "team_id": TEAM}), form) == 400
@@ -251,10 +269,14 @@ def test_malformed_slash_commands_and_presses_are_400_not_500(gateway: GatewayPr
             "actions": [{"action_id": "chatgate_job_pause", "value": "sc_1"}],
         },
         [1, 2],
+        {"type": "block_actions", "user": {"id": "U1"}, "team": {"id": TEAM}, "actions": [{}]},
     ):
         body = urlencode({"payload": json.dumps(payload)})
         assert post(gateway, body, form) == 400, payload
-    home = json.dumps(
-        {"type": "event_callback", "team_id": TEAM, "event": {"type": "app_home_opened"}}
-    )
-    assert post(gateway, home, "application/json") == 400
+    for event in (
+        {"type": "app_home_opened"},
+        {"type": "app_home_opened", "user": "", "tab": "home"},
+        {"type": "app_home_opened", "user": "U1", "channel": 5, "tab": "home"},
+    ):
+        home = json.dumps({"type": "event_callback", "team_id": TEAM, "event": event})
+        assert post(gateway, home, "application/json") == 400, event

@@ -209,3 +209,55 @@ def test_forget_me_in_the_home_asks_in_the_dm(gateway: tuple[GatewayProcess, Fak
     assert question["channel"] == DM
     assert [b["text"]["text"] for b in buttons(question)] == ["Erase my data", "Keep it"]
     assert slack.posted("chat.postEphemeral") == []
+
+
+def test_a_members_role_reaches_prompts_they_see_not_every_home(
+    database_url: str, model_server: FakeModelServer, echo: EchoServer, tmp_path: Path
+) -> None:
+    """With ``approvers = ["role:member"]``, Bob may decide Alice's approval where he sees
+    its prompt, but it is not listed in his Home (it may hold what Alice asked in her DM),
+    and a press of it from a Home is refused: nothing runs until Alice approves."""
+    config = tmp_path / "chatgate.toml"
+    config.write_text(
+        f'[tools.http_request]\nallowed_hosts = ["{echo.entry}"]\n'
+        '[[policy]]\ntool = "http_request"\ndecision = "ask"\napprovers = ["role:member"]\n'
+    )
+    model_server.script(
+        tool_call("http_request", {"method": "POST", "url": f"http://{echo.host}/private",
+                                   "body": "ALICE-SECRET"}),
+        "Posted it.",
+    )  # fmt: skip
+    with FakeSlack() as slack:
+        process = GatewayProcess(
+            database_url=database_url,
+            workdir=tmp_path,
+            CHATGATE_ACCESS="open",
+            CHATGATE_STATE_DIR=str(tmp_path / "state"),
+            CHATGATE_CONFIG=str(config),
+            **slack.settings(),
+            **model_server.settings(),
+        )
+        process.start()
+        try:
+            assert post(process, mention("post it", ts=ASKED_AT), "application/json") == 200
+            prompt = slack.wait_for("chat.postMessage", 1)[0]
+            approval_id = buttons(prompt)[0]["value"]
+            assert home_opened(process) == 200
+            alice = published(slack, 1)
+            [approve] = labelled(alice, "Approve")
+            assert home_opened(process, user="U0BOB") == 200
+            bob = published(slack, 2)
+            assert approval_id not in json.dumps(bob)
+            assert "ALICE-SECRET" not in json.dumps(bob)
+            # Bob replays Alice's Home button from his own Home: refused, nothing runs.
+            assert press_in_home(process, alice, approve, user="U0BOB") == 200
+            refused = published(slack, 3)
+            assert f"You may not decide {approval_id}" in json.dumps(refused)
+            time.sleep(0.5)
+            assert echo.requests == []
+            assert press_in_home(process, alice, approve, user="U0ALICE") == 200
+            reply = slack.wait_for("chat.postMessage", 2)[1]
+            assert reply["text"] == "Posted it."
+            assert len(echo.requests) == 1
+        finally:
+            process.stop()
