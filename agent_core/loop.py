@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import fnmatch
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,7 +43,7 @@ from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import PENDING, LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
 from agent_core.permissions import Permissions
-from agent_core.profiles import Applied, Profiles
+from agent_core.profiles import Applied, Profiles, offers
 from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.reply_step import ReplyStep, known_message
 from agent_core.stores import Journal, UsageStore
@@ -687,4 +686,4 @@ class _Setup:
 
     def offers(self, tool: str) -> bool:
         """Whether the turn is offered this tool."""
-        return self.tools is None or any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
+        return offers(self.tools, tool)

@@ -49,12 +49,17 @@ class Applied:
 
     def offers(self, tool: str) -> bool:
         """Whether the profile offers this tool."""
-        return self.tools is None or any(fnmatch.fnmatchcase(tool, p) for p in self.tools)
+        return offers(self.tools, tool)
 
     @property
     def shown_name(self) -> str:
         """The name ``/profile`` and the journal show."""
         return self.name or DEFAULT_NAME
+
+
+def offers(tools: Sequence[str] | None, tool: str) -> bool:
+    """Whether ``tools`` (names or shell patterns; None: every tool) offers ``tool``."""
+    return tools is None or any(fnmatch.fnmatchcase(tool, pattern) for pattern in tools)
 
 
 class Profiles:
