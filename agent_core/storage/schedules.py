@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, or_, select, update
@@ -24,18 +25,36 @@ from agent_core.events import utcnow
 from agent_core.records import DueSchedule, NewSchedule, Planner, ScheduleRecord, ScheduleStatus
 from agent_core.scheduling.recurrence import ScheduleError
 from agent_core.storage import audit
-from agent_core.storage.schema import conversations, schedule_runs, schedule_targets, schedules
+from agent_core.storage.schema import (
+    conversations,
+    jobs,
+    schedule_runs,
+    schedule_targets,
+    schedules,
+    turns,
+)
 
 """Given a due schedule: the slots to fire now, and the next fire time (None: no more)."""
 
-_INSERT_RUN = {
-    "sqlite": sqlite.insert(schedule_runs)
+# Runs, turns and jobs written many rows per statement (insertmanyvalues); the runs'
+# RETURNING names each row's slot, since a slot already fired returns nothing.
+_INSERT_RUNS = {
+    name: dialect.insert(schedule_runs)
     .on_conflict_do_nothing(index_elements=["schedule_id", "scheduled_for"])
-    .returning(schedule_runs.c.id),
-    "postgresql": postgresql.insert(schedule_runs)
-    .on_conflict_do_nothing(index_elements=["schedule_id", "scheduled_for"])
-    .returning(schedule_runs.c.id),
+    .returning(schedule_runs.c.id, schedule_runs.c.schedule_id, schedule_runs.c.scheduled_for)
+    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))
 }
+_INSERT_TURNS = insert(turns).returning(turns.c.id, sort_by_parameter_order=True)
+_INSERT_JOBS = insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True)
+_MOVE_ON = (
+    update(schedules)
+    .where(schedules.c.id == bindparam("b_id"))
+    .values(
+        next_run_at=bindparam("b_next"),
+        status=bindparam("b_status"),
+        updated_at=bindparam("b_now"),
+    )
+)
 _DUE = (
     select(schedules)
     .where(schedules.c.status == "active", schedules.c.next_run_at <= bindparam("b_now"))
@@ -193,6 +212,45 @@ def set_status(
     return load_schedule(conn, schedule_id) if changed else None
 
 
+@dataclass(frozen=True, slots=True)
+class RunToQueue:
+    """A fired slot to deliver: its run and where it goes."""
+
+    schedule_id: str
+    run_id: int
+    user: str
+    prompt: str
+    targets: Sequence[str]
+
+
+def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -> list[int]:
+    """Every run's deliveries, set-based: a queued turn and its job per target
+    conversation, each kind in one multi-row INSERT (SQLAlchemy's insertmanyvalues, ids
+    back in parameter order); the jobs, in order."""
+    wanted = [(run, target) for run in runs for target in run.targets]
+    if not wanted:
+        return []
+    turn_ids = conn.execute(
+        _INSERT_TURNS,
+        [
+            {"conversation_id": target, "user_id": run.user, "reply_to": None,
+             "status": "pending", "attempts": 0, "lane": "queued", "prompt": run.prompt,
+             "created_at": now}
+            for run, target in wanted
+        ],
+    ).scalars().all()  # fmt: skip
+    job_ids = conn.execute(
+        _INSERT_JOBS,
+        [
+            {"kind": "turn", "turn_id": turn_id, "conversation_id": target,
+             "schedule_id": run.schedule_id, "run_id": run.run_id, "status": "queued",
+             "attempts": 0, "not_before": now, "created_at": now}
+            for (run, target), turn_id in zip(wanted, turn_ids, strict=True)
+        ],
+    ).scalars().all()  # fmt: skip
+    return [int(job_id) for job_id in job_ids]
+
+
 def queue_run(
     conn: Connection,
     *,
@@ -204,31 +262,19 @@ def queue_run(
     now: datetime,
 ) -> list[int]:
     """One run's deliveries: a queued turn and its job per target conversation; the jobs."""
-    # A late import: jobs imports this module for ``load_schedule``.
-    from agent_core.storage.jobs import insert_job, insert_queued_turn
-
-    created = []
-    for conversation_id in targets:
-        turn_id = insert_queued_turn(
-            conn, conversation_id=conversation_id, user=user, prompt=prompt, reply_to=None, now=now
-        )
-        created.append(
-            insert_job(
-                conn,
-                turn_id=turn_id,
-                conversation_id=conversation_id,
-                now=now,
-                schedule_id=schedule_id,
-                run_id=run_id,
-            )
-        )
-    return created
+    run = RunToQueue(schedule_id=schedule_id, run_id=run_id, user=user, prompt=prompt,
+                     targets=targets)  # fmt: skip
+    return queue_runs(conn, [run], now=now)
 
 
 def dispatch_due(
     conn: Connection, *, now: datetime, plan: Planner, limit: int
 ) -> tuple[int, list[int]]:
-    """Claim up to ``limit`` due schedules, fire their slots, move them on.
+    """Claim up to ``limit`` due schedules, fire their slots, move them on, set-based: one
+    read of the due rows (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so dispatchers split a
+    burst), one of their targets, and one multi-row statement each for the runs (a slot
+    another dispatcher fired is skipped by the unique key), the turns, the jobs and the
+    schedules' next fire times.
 
     Returns (how many schedules were claimed, the ids of the jobs created).
     """
@@ -244,8 +290,8 @@ def dispatch_due(
         _TARGETS.where(schedule_targets.c.schedule_id.in_(ids))
     ).all():
         targets[schedule_id].append(target)
-    created: list[int] = []
-    insert_run = _INSERT_RUN[conn.dialect.name]
+    fired: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []
     for row in rows:
         due = DueSchedule(
             id=row.id,
@@ -257,31 +303,34 @@ def dispatch_due(
             next_run_at=row.next_run_at,
         )
         slots, following = plan(due)
-        for slot in slots:
-            run_id = conn.execute(
-                insert_run, {"schedule_id": row.id, "scheduled_for": slot, "created_at": now}
-            ).scalar()
-            if run_id is None:
-                continue  # another dispatcher fired this slot
-            created += queue_run(
-                conn,
-                schedule_id=row.id,
-                user=row.created_by,
-                prompt=row.prompt,
-                targets=targets[row.id],
-                run_id=int(run_id),
-                now=now,
-            )
-        conn.execute(
-            update(schedules)
-            .where(schedules.c.id == row.id)
-            .values(
-                next_run_at=following,
-                status="active" if following is not None else "done",
-                updated_at=now,
-            )
-        )
+        fired += [{"schedule_id": row.id, "scheduled_for": slot, "created_at": now}
+                  for slot in slots]  # fmt: skip
+        moved.append(
+            {"b_id": row.id, "b_next": following,
+             "b_status": "active" if following is not None else "done", "b_now": now}
+        )  # fmt: skip
+    created: list[int] = []
+    if fired:
+        inserted = conn.execute(_INSERT_RUNS[conn.dialect.name], fired).all()
+        by_schedule = {row.id: row for row in rows}
+        # Runs in the order they were asked for; a slot fired elsewhere returns no row.
+        run_of = {(r.schedule_id, _instant(r.scheduled_for)): int(r.id) for r in inserted}
+        runs = [
+            RunToQueue(schedule_id=f["schedule_id"], run_id=run_of[key],
+                       user=by_schedule[f["schedule_id"]].created_by,
+                       prompt=by_schedule[f["schedule_id"]].prompt,
+                       targets=targets[f["schedule_id"]])
+            for f in fired
+            if (key := (f["schedule_id"], _instant(f["scheduled_for"]))) in run_of
+        ]  # fmt: skip
+        created = queue_runs(conn, runs, now=now)
+    conn.execute(_MOVE_ON, moved)
     return len(rows), created
+
+
+def _instant(moment: datetime) -> datetime:
+    """A slot as one key whatever the driver returned (aware, UTC)."""
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def record(row: Row[Any], *, targets: tuple[str, ...] = ()) -> ScheduleRecord:
