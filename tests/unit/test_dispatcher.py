@@ -357,3 +357,67 @@ async def test_a_dead_workers_job_whose_resend_was_lost_too_is_sent_again(
     waiting[0] = 0
     assert (await dispatcher.tick(died + timedelta(seconds=60))).resent == 1
     assert queue.jobs == [job, job, job]
+
+
+async def test_two_dispatchers_split_a_burst_and_fire_every_slot_once(
+    database: Database, database_url: str
+) -> None:
+    """2,000 schedules, each to a conversation of its own, due in the same minute; two
+    dispatchers (each with its own connections) tick at once in batches of 200: every slot
+    fires once, with one turn and one job, and on PostgreSQL both take part (SKIP LOCKED
+    hands them different rows; SQLite has one writer at a time)."""
+    from sqlalchemy import insert
+
+    from agent_core.events import utcnow
+    from agent_core.storage.schema import conversations, schedule_targets, schedules
+
+    count = 2_000
+    now = utcnow()
+    people = [
+        {"id": f"c{index:031d}", "platform": "slack", "workspace": "T1",
+         "channel": f"D{index}", "thread": "", "created_at": now, "updated_at": now}
+        for index in range(count)
+    ]  # fmt: skip
+    rows = [
+        {"id": f"sc_{index:08x}", "conversation_id": people[index]["id"],
+         "created_by": f"slack:U{index}", "prompt": "digest", "kind": "cron",
+         "spec": "0 9 * * *", "timezone": "UTC", "anchor": None, "missed": "run_once",
+         "status": "active", "next_run_at": T0, "failures": 0, "created_at": now,
+         "updated_at": now}
+        for index in range(count)
+    ]  # fmt: skip
+    await database.write(
+        lambda conn: (
+            conn.execute(insert(conversations), people),
+            conn.execute(insert(schedules), rows),
+            conn.execute(
+                insert(schedule_targets),
+                [{"schedule_id": r["id"], "conversation_id": r["conversation_id"]} for r in rows],
+            ),
+        )
+    )
+    store = Store(database)
+    other = Database(database_url)
+    try:
+        other_store = Store(other)
+        first, second = RecordingJobQueue(), RecordingJobQueue()
+        a = ScheduleDispatcher(store, _schedules(store), first, batch=200)
+        b = ScheduleDispatcher(other_store, _schedules(other_store), second, batch=200)
+        ticks = await asyncio.gather(a.tick(T0 + timedelta(seconds=1)),
+                                     b.tick(T0 + timedelta(seconds=1)))  # fmt: skip
+    finally:
+        await other.dispose()
+    assert sum(t.jobs for t in ticks) == count
+    assert len(set(first.jobs) | set(second.jobs)) == count == len(first.jobs + second.jobs)
+    assert await _count(database, schedule_runs) == count
+    assert await _count(database, jobs) == count
+    assert await _count(database, turns) == count
+    delivered = await database.read(
+        lambda conn: conn.execute(
+            select(func.count(func.distinct(turns.c.conversation_id)))
+        ).scalar_one()
+    )
+    assert delivered == count  # each to its own person, none twice
+    if database.dialect == "postgresql":
+        assert first.jobs
+        assert second.jobs
