@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Row
 from agent_core.events import utcnow
 from agent_core.records import JobOutcome, JobRecord, JobStatus, RunRecord, TurnStatus
 from agent_core.storage import journal
-from agent_core.storage.schedules import load_schedule
+from agent_core.storage.schedules import job_row, load_schedule, queued_turn_row
 from agent_core.storage.schema import jobs, messages, schedule_runs, schedules, turns
 
 _CLAIMABLE = or_(
@@ -74,22 +74,14 @@ def insert_job(
     run_id: int | None = None,
 ) -> int:
     """A queued job for a queued turn, due now."""
-    return int(
-        conn.execute(
-            insert(jobs).returning(jobs.c.id),
-            {
-                "kind": "turn",
-                "turn_id": turn_id,
-                "conversation_id": conversation_id,
-                "schedule_id": schedule_id,
-                "run_id": run_id,
-                "status": "queued",
-                "attempts": 0,
-                "not_before": now,
-                "created_at": now,
-            },
-        ).scalar_one()
+    row = job_row(
+        turn_id=turn_id,
+        conversation_id=conversation_id,
+        now=now,
+        schedule_id=schedule_id,
+        run_id=run_id,
     )
+    return int(conn.execute(insert(jobs).returning(jobs.c.id), row).scalar_one())
 
 
 def insert_queued_turn(
@@ -102,21 +94,10 @@ def insert_queued_turn(
     now: datetime,
 ) -> int:
     """A turn run by a job rather than by the conversation's lane."""
-    return int(
-        conn.execute(
-            insert(turns).returning(turns.c.id),
-            {
-                "conversation_id": conversation_id,
-                "user_id": user,
-                "reply_to": reply_to,
-                "status": "pending",
-                "attempts": 0,
-                "lane": "queued",
-                "prompt": prompt,
-                "created_at": now,
-            },
-        ).scalar_one()
+    row = queued_turn_row(
+        conversation_id=conversation_id, user=user, prompt=prompt, reply_to=reply_to, now=now
     )
+    return int(conn.execute(insert(turns).returning(turns.c.id), row).scalar_one())
 
 
 def background(

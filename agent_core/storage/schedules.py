@@ -223,6 +223,29 @@ class RunToQueue:
     targets: Sequence[str]
 
 
+def queued_turn_row(
+    *, conversation_id: str, user: str, prompt: str, reply_to: str | None, now: datetime
+) -> dict[str, Any]:
+    """A turn run by a job rather than by the conversation's lane, as a row to insert."""
+    return {"conversation_id": conversation_id, "user_id": user, "reply_to": reply_to,
+            "status": "pending", "attempts": 0, "lane": "queued", "prompt": prompt,
+            "created_at": now}  # fmt: skip
+
+
+def job_row(
+    *,
+    turn_id: int,
+    conversation_id: str,
+    now: datetime,
+    schedule_id: str | None = None,
+    run_id: int | None = None,
+) -> dict[str, Any]:
+    """A queued job for a queued turn, due now, as a row to insert."""
+    return {"kind": "turn", "turn_id": turn_id, "conversation_id": conversation_id,
+            "schedule_id": schedule_id, "run_id": run_id, "status": "queued", "attempts": 0,
+            "not_before": now, "created_at": now}  # fmt: skip
+
+
 def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -> list[int]:
     """Every run's deliveries, set-based: a queued turn and its job per target
     conversation, each kind in one multi-row INSERT (SQLAlchemy's insertmanyvalues, ids
@@ -233,18 +256,16 @@ def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -
     turn_ids = conn.execute(
         _INSERT_TURNS,
         [
-            {"conversation_id": target, "user_id": run.user, "reply_to": None,
-             "status": "pending", "attempts": 0, "lane": "queued", "prompt": run.prompt,
-             "created_at": now}
+            queued_turn_row(conversation_id=target, user=run.user, prompt=run.prompt,
+                            reply_to=None, now=now)
             for run, target in wanted
         ],
     ).scalars().all()  # fmt: skip
     job_ids = conn.execute(
         _INSERT_JOBS,
         [
-            {"kind": "turn", "turn_id": turn_id, "conversation_id": target,
-             "schedule_id": run.schedule_id, "run_id": run.run_id, "status": "queued",
-             "attempts": 0, "not_before": now, "created_at": now}
+            job_row(turn_id=turn_id, conversation_id=target, now=now,
+                    schedule_id=run.schedule_id, run_id=run.run_id)
             for (run, target), turn_id in zip(wanted, turn_ids, strict=True)
         ],
     ).scalars().all()  # fmt: skip
