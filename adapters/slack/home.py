@@ -10,7 +10,7 @@ from typing import Any
 
 from adapters.markdown import escape_slack
 from adapters.slack.parse import HOME_APPROVAL, HOME_FORGET, HOME_JOB
-from adapters.slack.render import JOB_BUTTONS, approval_blocks
+from adapters.slack.render import JOB_BUTTONS, approval_blocks, job_buttons
 from agent_core.events import ApprovalPrompt, ConversationKey
 from agent_core.home import PersonHome, when
 from agent_core.records import ApprovalRecord
@@ -107,22 +107,7 @@ def _schedule(own: OwnSchedule) -> list[dict[str, Any]]:
         block_id = ":".join(
             (HOME_JOB, found.id, where.workspace, where.channel, where.thread or "")
         )
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": block_id,
-                "elements": [
-                    {
-                        "type": "button",
-                        "action_id": action_id,
-                        "text": {"type": "plain_text", "text": label},
-                        "value": found.id,
-                        **({"style": "danger"} if action_id.endswith("delete") else {}),
-                    }
-                    for action_id, label in buttons
-                ],
-            }
-        )
+        blocks.append(job_buttons(block_id, found.id, buttons))
     return blocks
 
 

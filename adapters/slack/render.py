@@ -105,23 +105,28 @@ def jobs_blocks(text: str, jobs: Sequence[ScheduleItem]) -> list[dict[str, Any]]
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}})
         buttons = JOB_BUTTONS.get(job.status, ())
         if buttons:
-            blocks.append(
-                {
-                    "type": "actions",
-                    "block_id": f"job:{job.id}",
-                    "elements": [
-                        {
-                            "type": "button",
-                            "action_id": action_id,
-                            "text": {"type": "plain_text", "text": label},
-                            "value": job.id,
-                            **({"style": "danger"} if action_id.endswith("delete") else {}),
-                        }
-                        for action_id, label in buttons
-                    ],
-                }
-            )
+            blocks.append(job_buttons(f"job:{job.id}", job.id, buttons))
     return blocks
+
+
+def job_buttons(
+    block_id: str, schedule_id: str, buttons: Sequence[tuple[str, str]]
+) -> dict[str, Any]:
+    """A schedule's Pause / Resume / Delete row (Delete in red)."""
+    return {
+        "type": "actions",
+        "block_id": block_id,
+        "elements": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "text": {"type": "plain_text", "text": label},
+                "value": schedule_id,
+                **({"style": "danger"} if action_id.endswith("delete") else {}),
+            }
+            for action_id, label in buttons
+        ],
+    }
 
 
 def choices_blocks(text: str, choices: Sequence[Choice]) -> list[dict[str, Any]]:
