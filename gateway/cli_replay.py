@@ -21,9 +21,10 @@ import typer
 
 if TYPE_CHECKING:
     from agent_core.model import Model
-    from agent_core.replay.evals import CaseResult, Suite
+    from agent_core.replay.evals import CaseResult
     from agent_core.replay.recorded import RecordedTurn, Selection
     from agent_core.replay.spending import RunBudget
+    from agent_core.replay.suites import Suite
     from agent_core.section_settings import ProfileSetting
     from agent_core.settings import Settings
     from agent_core.storage.replay import Recordings
@@ -295,7 +296,8 @@ def eval_suite(
         return
     if turn_id is not None:
         raise _fail(f"eval: unexpected argument {turn_id} (did you mean eval add?)")
-    from agent_core.replay.evals import SuiteError, load_suite, read_baseline
+    from agent_core.replay.evals import read_baseline
+    from agent_core.replay.suites import SuiteError, load_suite
 
     path = Path(suite)
     try:
@@ -345,7 +347,7 @@ def _add_cases(
 ) -> None:
     """Append journaled turns to a TOML suite as cases (the file is made when new): one
     turn, or every turn rated so."""
-    from agent_core.replay.evals import case_toml, toml_string
+    from agent_core.replay.case_file import case_toml, toml_string
     from agent_core.replay.recorded import Selection
 
     if suite.suffix != ".toml":

@@ -10,18 +10,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from agent_core.replay.evals import (
-    Case,
-    CaseResult,
-    CheckResult,
-    Expect,
-    Scored,
-    Suite,
-    report_html,
-)
+from agent_core.replay.evals import CaseResult, CheckResult, Scored, report_html
 from agent_core.replay.recorded import Original, RecordedCall, RecordedTurn, Scenario
 from agent_core.replay.report import compare, to_html
 from agent_core.replay.runner import ReplayedCall, Rerun
+from agent_core.replay.suites import Case, Expect, Suite
 from tests.fakes.gateway import ROOT
 
 pytestmark = pytest.mark.browser

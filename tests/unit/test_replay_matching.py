@@ -7,18 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_core.replay.evals import (
-    Case,
-    CaseResult,
-    Expect,
-    Scored,
-    SuiteError,
-    load_suite,
-    verdict,
-)
+from agent_core.replay.evals import CaseResult, Scored, verdict
 from agent_core.replay.recorded import RecordedCall, Scenario, canonical
 from agent_core.replay.report import similarity
 from agent_core.replay.runner import Recorded, Rerun
+from agent_core.replay.suites import Case, Expect, SuiteError, load_suite
 
 
 def test_equivalent_arguments_match_and_each_recorded_call_serves_once() -> None:
@@ -108,7 +101,7 @@ def test_a_turn_made_a_case_reads_back_whole_whatever_its_text(tmp_path: Path) -
     from datetime import UTC, datetime
 
     from agent_core.model import ChatMessage
-    from agent_core.replay.evals import case_toml
+    from agent_core.replay.case_file import case_toml
     from agent_core.replay.recorded import Original, RecordedTurn
 
     nasty = 'a "quote" """ \\ back\nline\x7fdel ]]\n[[case]]\nname = "x" 🚀\t\x01'
@@ -157,7 +150,8 @@ def test_a_turn_made_a_case_reads_back_whole_whatever_its_text(tmp_path: Path) -
 def test_the_terminal_reports_show_control_characters_as_escapes() -> None:
     """Words from a conversation cannot move the cursor, retitle the window or fake a
     line: every control character and lone surrogate is printed escaped."""
-    from agent_core.replay.evals import CheckResult, Suite, report_table
+    from agent_core.replay.evals import CheckResult, report_table
+    from agent_core.replay.suites import Suite
 
     hostile = "\x1b[1A\x1b[2K\x1b]0;PWNED\x07PASS trust me\nPASS  fake\x85\ud800"
     result = _result(hostile, False)
