@@ -20,7 +20,6 @@ is sent again with the same key, which the sender uses to avoid a duplicate.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -38,12 +37,11 @@ from agent_core.delivery import Outbound
 from agent_core.errors import ModelError, Stopped, Suspended
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import Prepared, TurnFiles
-from agent_core.history import Past, Prompter
+from agent_core.history import Past
 from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import PENDING, LiveReply, Pacer
 from agent_core.model import ChatMessage, Model, TextSoFar
-from agent_core.permissions import Permissions
-from agent_core.profiles import Applied, Profiles, offers
+from agent_core.profiles import Profiles
 from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.reply_step import ReplyStep, known_message
 from agent_core.stores import Journal, UsageStore
@@ -53,6 +51,7 @@ from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
 from agent_core.turn_lease import Lane, heartbeat
 from agent_core.turn_marks import TurnMarks
+from agent_core.turn_setup import ModelFor, Setup, TurnSetups
 from agent_core.turn_stop import RunningTurns, StopSignal, interrupter
 
 log = structlog.get_logger("chatgate.turn")
@@ -74,10 +73,6 @@ NO_MODEL_REPLY = (
 
 class TurnStore(Journal, UsageStore, Protocol):
     """What the turn runner asks of the storage."""
-
-
-ModelFor = Callable[[Applied], "Model | None"]
-"""The model a profile names (its server and fallbacks); the bootstrap builds each once."""
 
 
 class TurnObserver(Protocol):
@@ -128,11 +123,17 @@ class TurnRunner:
         models: ModelFor | None = None,
     ) -> None:
         self._store = store
-        # What applies where (``[[profile]]``), and the model each names (built once each).
-        self._profiles = profiles
-        self._models = models
-        self._setups: dict[tuple[object, ...], _Setup] = {}
-        self._summarizer = summarizer
+        # What the agent is in each conversation (``[[profile]]``).
+        self._setups = TurnSetups(
+            store,
+            model=model,
+            summarizer=summarizer,
+            system_prompt=system_prompt,
+            reply_max_tokens=reply_max_tokens,
+            budgets=budgets,
+            profiles=profiles,
+            models=models,
+        )
         self._stream_replies = stream_replies
         self._busy = BusyModes(store, default=busy_mode, collect_seconds=collect_seconds)
         self._show_marks = show_marks
@@ -142,22 +143,8 @@ class TurnRunner:
         self._may_talk = may_talk
         self._tools_offered = tools_offered
         self._reply_step = ReplyStep(store, outbound, faults=faults, extract=extract_memories)
-        self._prompter = (
-            Prompter(
-                store,
-                model=model,
-                summarizer=summarizer or model,
-                system_prompt=system_prompt,
-                reply_max_tokens=reply_max_tokens,
-            )
-            if model is not None
-            else None
-        )
-        self._budgets = budgets
         self._model = model
-        self._default = _Setup(profile=None, model=model, prompter=self._prompter, budgets=budgets)
         self._outbound = outbound
-        self._system_prompt = system_prompt
         self._reply_max_tokens = reply_max_tokens
         self._history_limit = history_limit
         self._max_attempts = max_attempts
@@ -248,7 +235,7 @@ class TurnRunner:
         if self._observer:
             self._observer.turn_started(turn)
         status: TurnStatus | None = None
-        setup, turn = self._setup(turn)
+        setup, turn = self._setups.for_turn(turn)
         with structlog.contextvars.bound_contextvars(
             turn_id=turn.id,
             conversation_id=turn.conversation_id,
@@ -385,48 +372,6 @@ class TurnRunner:
         )
         return "failed"
 
-    def _setup(self, turn: TurnRecord) -> tuple[_Setup, TurnRecord]:
-        """What the agent is for this turn (its conversation's profile, or the settings'
-        own), and the turn with the profile's busy mode where its conversation set none."""
-        if self._profiles is None:
-            return self._default, turn
-        applied = self._profiles.applied(
-            turn.conversation,
-            pinned_profile=turn.pinned_profile,
-            pinned_model=turn.pinned_model,
-        )
-        if turn.busy_mode is None:
-            turn = dataclasses.replace(turn, busy_mode=applied.busy_mode)
-        key = (applied.name, applied.model, applied.api_base, applied.fallbacks)
-        found = self._setups.get(key)
-        if found is None:
-            found = self._build_setup(applied)
-            self._setups[key] = found
-        return found, turn
-
-    def _build_setup(self, applied: Applied) -> _Setup:
-        model = self._models(applied) if self._models is not None else self._model
-        prompter = self._prompter
-        if model is not None and (
-            model is not self._model or applied.system_prompt != self._system_prompt
-        ):
-            prompter = Prompter(
-                self._store,
-                model=model,
-                summarizer=self._summarizer or model,
-                system_prompt=applied.system_prompt,
-                reply_max_tokens=self._reply_max_tokens,
-            )
-        return _Setup(
-            profile=applied.name,
-            model=model,
-            prompter=prompter,
-            budgets=applied.budgets,
-            tools=applied.tools,
-            # A profile's rules go before the settings' (the tool round has those alone).
-            permissions=Permissions(list(applied.policy)) if applied.name else None,
-        )
-
     def stop(self, turn_id: int, *, by: str) -> bool:
         """Stop a turn this runner runs now, at its next step boundary (False: it runs
         nowhere here; the journal's ``stop_requested_by`` reaches it wherever it runs)."""
@@ -439,7 +384,7 @@ class TurnRunner:
         await model.warm_up()  # litellm's model map says whether it sees images
         return await self._files.prepare(turn, sees_images=model.sees_images())
 
-    async def _live(self, turn: TurnRecord, setup: _Setup) -> LiveReply | None:
+    async def _live(self, turn: TurnRecord, setup: Setup) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that;
         the message an earlier attempt posted and did not journal is looked for first."""
         if setup.model is None or not self._stream_replies:
@@ -460,7 +405,7 @@ class TurnRunner:
     async def _think(
         self,
         turn: TurnRecord,
-        setup: _Setup,
+        setup: Setup,
         pacer: Pacer | None,
         stop: StopSignal,
         *,
@@ -564,7 +509,7 @@ class TurnRunner:
     async def _call_model(
         self,
         turn: TurnRecord,
-        setup: _Setup,
+        setup: Setup,
         seq: int,
         past: Past | None,
         current: list[ChatMessage],
@@ -668,22 +613,3 @@ class _Answer:
     text: str
     error: str | None
     answered: FinishedStep | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Setup:
-    """What the agent is for a turn: its profile's name (None: the settings' own), the
-    model and prompt builder, the budgets, the tools offered and the policy."""
-
-    profile: str | None
-    model: Model | None
-    prompter: Prompter | None
-    budgets: BudgetLimits
-    # Names or shell patterns of the tools offered (None: all).
-    tools: tuple[str, ...] | None = None
-    # The profile's rules before the settings' (None: the tool round's own).
-    permissions: Permissions | None = None
-
-    def offers(self, tool: str) -> bool:
-        """Whether the turn is offered this tool."""
-        return offers(self.tools, tool)
