@@ -4,8 +4,7 @@ API client; every Slack API error becomes a ``DeliveryError`` in one place."""
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +21,17 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.downloads import check_host, download, host_of
 from adapters.markdown import escape_slack, to_slack_mrkdwn
+from adapters.slack.calls import (
+    DELIVERY_EVENT,
+    STREAM_PREFIX,
+    UNMARKED,
+    defang,
+    delivered,
+    delivery_metadata,
+    is_dm,
+    unless,
+)
+from adapters.slack.live import SlackLiveReply
 from adapters.slack.parse import EPHEMERAL, bare_user
 from adapters.slack.render import approval_blocks, choices_blocks, jobs_blocks
 from agent_core.delivery import ChunkSent
@@ -35,18 +45,6 @@ from agent_core.records import AttachmentRecord, TurnState
 log = structlog.get_logger("chatgate.slack")
 
 
-@contextlib.contextmanager
-def _delivered() -> Iterator[None]:
-    """Slack's refusals as ours (the error code, e.g. ``channel_not_found``)."""
-    try:
-        yield
-    except SlackApiError as exc:
-        raise DeliveryError(f"slack: {exc.response.get('error', exc)}") from exc
-
-
-DELIVERY_EVENT = "chatgate_delivery"
-"""The ``event_type`` of the message metadata every message chatgate posts carries: its
-``event_payload`` holds the delivery key, so a resend can find what was posted already."""
 # How far a resend looks for its earlier delivery: messages, and pages (Slack may hand
 # out as few as 15 messages a page, and one page a minute, to some apps).
 _LOOKUP_LIMIT = 400
@@ -61,33 +59,6 @@ REACTIONS: dict[TurnState, str] = {
     "failed": "x",
 }
 """The reaction a turn's state shows on the message that opened it."""
-
-
-@contextlib.contextmanager
-def _unless(error: str) -> Iterator[None]:
-    """Slack's ``error`` is no error here (a reaction already there, or gone already)."""
-    try:
-        yield
-    except SlackApiError as exc:
-        if exc.response.get("error") != error:
-            raise
-
-
-UNMARKED = ""
-"""Where ``SlackSender._posted`` puts the bot's first message that carries no delivery key."""
-STREAM_PREFIX = "stream:"
-"""How a live message that is a chat stream is journaled (``stream:<ts>``); a posted one is
-its bare ``ts``."""
-
-
-def is_dm(channel: str) -> bool:
-    """A direct message with the app (only the person and the bot are in it)."""
-    return channel.startswith("D")
-
-
-def delivery_metadata(key: str) -> dict[str, object]:
-    """The message metadata naming a delivery (a reply's chunk, a prompt)."""
-    return {"event_type": DELIVERY_EVENT, "event_payload": {"key": key}}
 
 
 class SlackSender:
@@ -208,7 +179,7 @@ class SlackSender:
             if finished is not None:
                 posted[keys[0]] = finished
         receipts: list[str] = []
-        with _delivered():
+        with delivered():
             for key, message in zip(keys, messages, strict=True):
                 if key in posted:
                     receipts.append(posted[key])
@@ -233,7 +204,7 @@ class SlackSender:
             found = await self._file_posted(where, file.name, len(file.data))
             if found is not None:
                 return found
-        with _delivered():
+        with delivered():
             answer = await self.client.files_upload_v2(
                 channel=where.channel,
                 thread_ts=where.thread,
@@ -357,7 +328,7 @@ class SlackSender:
             sent = self.streamed.pop(ts, None)
             safe = defang(markdown)
             if sent is not None and len(messages) == 1 and safe.startswith(sent):
-                with _delivered():
+                with delivered():
                     await self.client.chat_stopStream(
                         channel=channel,
                         ts=ts,
@@ -371,7 +342,7 @@ class SlackSender:
                 await self.client.chat_stopStream(channel=channel, ts=ts)
         first = messages[0]
         try:
-            with _delivered():
+            with delivered():
                 await self.client.chat_update(
                     channel=channel,
                     ts=ts,
@@ -397,13 +368,13 @@ class SlackSender:
         off; a Slack bot has no typing indicator."""
         if state == previous:
             return
-        with _delivered():
+        with delivered():
             if previous is not None:
-                with _unless("no_reaction"):
+                with unless("no_reaction"):
                     await self.client.reactions_remove(
                         channel=conversation.channel, timestamp=message_id, name=REACTIONS[previous]
                     )
-            with _unless("already_reacted"):
+            with unless("already_reacted"):
                 await self.client.reactions_add(
                     channel=conversation.channel, timestamp=message_id, name=REACTIONS[state]
                 )
@@ -432,7 +403,7 @@ class SlackSender:
         ``ephemeral:<message_ts>`` (nothing can edit it by that: its buttons' presses
         carry a response_url)."""
         receipts = []
-        with _delivered():
+        with delivered():
             for message in messages:
                 response = await self.client.chat_postEphemeral(
                     channel=conversation.channel,
@@ -446,7 +417,7 @@ class SlackSender:
 
     async def publish_home(self, user: str, view: dict[str, Any]) -> None:
         """Show ``view`` as ``user``'s App Home tab (``views.publish``)."""
-        with _delivered():
+        with delivered():
             await self.client.views_publish(user_id=bare_user(user), view=view)
 
     async def edit(self, edit: Edit) -> None:
@@ -465,7 +436,7 @@ class SlackSender:
                 blocks=blocks,
             )
             return
-        with _delivered():
+        with delivered():
             await self.client.chat_update(
                 channel=edit.message.conversation.channel,
                 ts=edit.message.message_id,
@@ -493,138 +464,10 @@ class SlackSender:
 
     async def ephemeral(self, conversation: ConversationKey, user: str, text: str) -> None:
         """A message only ``user`` sees (a refusal)."""
-        with _delivered():
+        with delivered():
             await self.client.chat_postEphemeral(
                 channel=conversation.channel,
                 thread_ts=conversation.thread,
                 user=bare_user(user),
                 text=escape_slack(text),
             )
-
-
-class SlackLiveReply:
-    """A reply shown as it is written. In a thread, Slack's chat streaming API: the first
-    update starts a stream (``chat.startStream``, for the person who asked), the next ones
-    append what the model wrote since (``chat.appendStream``), and the reply stops it. Text
-    cannot be taken back from a stream: when the model starts over (after a tool), the
-    stream waits for the reply, which then replaces its text. Where Slack refuses to stream
-    (outside a thread, or an app without it), a message posted and updated, and the sender
-    remembers not to try again. One update a second at most; a 429 is waited out inside
-    the call (slack_sdk's retry handler)."""
-
-    interval = 1.0
-    posts = True
-
-    def __init__(
-        self,
-        sender: SlackSender,
-        conversation: ConversationKey,
-        *,
-        key: str,
-        message: str | None,
-        reply_to: str | None,
-        user: str,
-    ) -> None:
-        self._sender = sender
-        self._conversation = conversation
-        self._key = key
-        self._user = user
-        self._reply_to = reply_to
-        self.message = message
-
-    async def show(self, text: str, *, status: str | None) -> None:
-        """Start, append to or update the message with the text so far."""
-        client, channel = self._sender.client, self._conversation.channel
-        if self.message is None and await self._start(text):
-            return
-        with _delivered():
-            if self.message is None:
-                response = await client.chat_postMessage(
-                    channel=channel,
-                    thread_ts=self._conversation.thread,
-                    text=_draft(text, status),
-                    unfurl_links=False,
-                    metadata=delivery_metadata(f"{self._key}:live"),
-                )
-                self.message = str(response["ts"])
-            elif not self.message.startswith(STREAM_PREFIX):
-                await client.chat_update(
-                    channel=channel, ts=self.message, text=_draft(text, status)
-                )
-            else:
-                ts = self.message.removeprefix(STREAM_PREFIX)
-                sent, safe = self._sender.streamed.get(ts), _sendable(text)
-                if sent is None or not safe.startswith(sent) or len(safe) == len(sent):
-                    return  # a stream an earlier attempt ran, or text that started over
-                await client.chat_appendStream(
-                    channel=channel, ts=ts, markdown_text=safe[len(sent) :]
-                )
-                self._sender.streamed[ts] = safe
-
-    async def recover(self) -> None:
-        """Read the thread back after the asking message: a live message posted with its
-        key (``<turn>:live``) in its metadata, or, from a stream (which carries none until
-        it stops), the bot's own message there with no chatgate metadata."""
-        key = f"{self._key}:live"
-        found = await self._sender._posted(self._conversation, self._reply_to, [key], unmarked=True)
-        if key in found:
-            self.message = found[key]
-        elif UNMARKED in found:
-            self.message = STREAM_PREFIX + found[UNMARKED]
-
-    async def _start(self, text: str) -> bool:
-        """Start a stream with ``text``; False where Slack will not stream here."""
-        thread, safe = self._conversation.thread, _sendable(text)
-        if self._sender.streams is False or not thread or not safe:
-            return False
-        try:
-            response = await self._sender.client.chat_startStream(
-                channel=self._conversation.channel,
-                thread_ts=thread,
-                markdown_text=safe,
-                recipient_team_id=self._conversation.workspace,
-                recipient_user_id=bare_user(self._user),
-            )
-        except SlackApiError as exc:
-            error = exc.response.get("error")
-            if exc.response.status_code == 429 or error == "ratelimited":
-                raise DeliveryError(f"slack: {error}") from exc
-            if self._sender.streams is None:
-                log.warning(
-                    "slack refused to stream a reply; posting and updating instead",
-                    error=error,
-                )
-            self._sender.streams = False
-            return False
-        self._sender.streams = True
-        ts = str(response["ts"])
-        self._sender.streamed[ts] = safe
-        self.message = STREAM_PREFIX + ts
-        return True
-
-    async def close(self) -> None:
-        """Nothing to end: the reply stops the stream, or replaces the message."""
-
-
-_MENTION = re.compile(r"<(?=[!@#])")
-
-
-def defang(markdown: str) -> str:
-    """The model's Markdown for a chat stream, with Slack's mention syntax broken
-    (``<!channel>``, ``<@U123>``, ``<#C123>``: a zero-width space after the ``<``), as the
-    posted replies' rendering escapes it: nothing the model writes pings anyone."""
-    return _MENTION.sub("<\u200b", markdown)
-
-
-def _sendable(text: str) -> str:
-    """What of the text so far may go to the stream: defanged, and without a last ``<``
-    whose next character (a mention's?) is not written yet."""
-    safe = defang(text)
-    return safe[:-1] if safe.endswith("<") else safe
-
-
-def _draft(text: str, status: str | None) -> str:
-    """A posted live message's text so far (a message's worth) and the status under it."""
-    shown = split_message(to_slack_mrkdwn(text), SLACK_LIMIT - 200)[0] if text.strip() else ""
-    line = f"_{escape_slack(status)}_" if status else ("" if shown else "…")
-    return "\n\n".join(part for part in (shown, line) if part)
