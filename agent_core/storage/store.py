@@ -30,11 +30,7 @@ from agent_core.records import (
     JobOutcome,
     JobRecord,
     MessageRecord,
-    NewSchedule,
-    Planner,
     Role,
-    ScheduleRecord,
-    ScheduleStatus,
     StepKind,
     StepStatus,
     StopRequest,
@@ -57,12 +53,13 @@ from agent_core.storage.feedback_rows import FeedbackRows
 from agent_core.storage.files import FileRows
 from agent_core.storage.home import HomeRows
 from agent_core.storage.people import PeopleRows
+from agent_core.storage.schedule_rows import ScheduleRows
 
 # Event ids per ``IN`` list (well under SQLite's and asyncpg's bound-parameter limits).
 _IDS_PER_READ = 500
 
 
-class Store(PeopleRows, FileRows, FeedbackRows, HomeRows):
+class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows):
     """All reads and writes chatgate makes (what concerns people, memory and access in
     :class:`~agent_core.storage.people.PeopleRows`; the files messages carry in
     :class:`~agent_core.storage.files.FileRows`; ratings of replies in
@@ -443,46 +440,7 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows):
         covers the calls of whoever pressed it)."""
         return await self.database.read(approval_sql.granted_tools, conversation_id, user)
 
-    # -- schedules and jobs ----------------------------------------------------------------
-
-    async def create_schedule(self, new: NewSchedule) -> tuple[ScheduleRecord, bool]:
-        """Store a schedule (False: the same creation key made it before)."""
-        return await self.database.write(schedule_sql.create, new)
-
-    async def schedule(self, schedule_id: str) -> ScheduleRecord | None:
-        """One schedule by id."""
-        return await self.database.read(schedule_sql.load_schedule, schedule_id)
-
-    async def schedules_for(self, conversation_id: str, *, runs: int = 0) -> list[ScheduleRecord]:
-        """This conversation's schedules (created here or delivering here), each with its
-        latest ``runs`` deliveries to this conversation."""
-        return await self.database.read(schedule_sql.with_runs, conversation_id, runs=runs)
-
-    async def set_schedule_status(
-        self,
-        schedule_id: str,
-        *,
-        status: ScheduleStatus,
-        allowed_from: tuple[ScheduleStatus, ...],
-        next_run_at: datetime | None = None,
-        actor: str | None = None,
-    ) -> ScheduleRecord | None:
-        """Pause, resume or delete (compare-and-set); None when the status did not allow it.
-        ``actor``: who did it, for the audit log."""
-        return await self.database.write(
-            schedule_sql.set_status,
-            schedule_id,
-            status=status,
-            allowed_from=allowed_from,
-            next_run_at=next_run_at,
-            actor=actor,
-        )
-
-    async def dispatch_due(
-        self, *, now: datetime, plan: Planner, limit: int = 500
-    ) -> tuple[int, list[int]]:
-        """Fire due schedule slots: (schedules claimed, new job ids)."""
-        return await self.database.write(schedule_sql.dispatch_due, now=now, plan=plan, limit=limit)
+    # -- jobs (schedules: ScheduleRows) ----------------------------------------------------
 
     async def background_turn(
         self, conversation_id: str, *, user: str, prompt: str, reply_to: str | None
