@@ -115,6 +115,14 @@ class JobRunner:
         """Take the job's lease (see ``Store.claim_job``)."""
         return await self._store.claim_job(job_id, owner=owner, ttl=self.policy.lease_seconds)
 
+    async def claim_many(self, limit: int, *, owner: str) -> list[JobRecord]:
+        """Take the leases of up to ``limit`` due jobs at once (the embedded runner)."""
+        return await self._store.claim_jobs(limit, owner=owner, ttl=self.policy.lease_seconds)
+
+    async def alive(self, *, owner: str) -> None:
+        """Record that this process's runner is alive (``chatgate doctor`` reads it)."""
+        await self._store.beat("runner", owner=owner)
+
     async def execute(self, job: JobRecord, *, owner: str) -> None:
         """Run a claimed job until its turn ends or waits, renewing the lease meanwhile."""
         with structlog.contextvars.bound_contextvars(

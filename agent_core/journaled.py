@@ -93,6 +93,26 @@ class RunItem:
     finished_at: str | None = None
     receipt: str | None = None
     error: str | None = None
+    # Seconds from when it was planned to start to when it started (None: not started).
+    lag_seconds: float | None = None
+    late: bool = False
+
+    def lag_note(self) -> str:
+        """How late it started, in words ("" until it started)."""
+        return lag_note(self.lag_seconds, late=self.late)
+
+
+def lag_note(lag: float | None, *, late: bool) -> str:
+    """``started +0.4 s``, or ``late: started 3 min 5 s after its time`` ("" for None)."""
+    if lag is None:
+        return ""
+    if lag < 60:
+        span = f"{lag:.1f} s" if lag < 10 else f"{lag:.0f} s"
+    elif lag < 3600:
+        span = f"{int(lag // 60)} min {int(lag % 60)} s"
+    else:
+        span = f"{int(lag // 3600)} h {int(lag % 3600 // 60)} min"
+    return f"late: started {span} after its time" if late else f"started +{span}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, NamedTuple, TypeAlias
 
 from pydantic import JsonValue
 
 from agent_core.events import ConversationKey, Rating
+
+# A schedule run that starts later than this after it was planned to is marked late.
+LATE_AFTER = timedelta(minutes=1)
 
 Role: TypeAlias = Literal["user", "assistant", "approval", "system"]
 TurnStatus: TypeAlias = Literal["pending", "running", "waiting", "done", "failed"]
@@ -333,6 +336,8 @@ class NewSchedule:
     creation_key: str | None = None
     # At most this many live schedules in the conversation (None: no limit).
     limit: int | None = None
+    # Each run starts at a moment in [slot, slot + jitter_seconds], spread evenly.
+    jitter_seconds: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -348,6 +353,47 @@ class RunRecord:
     receipt: str | None
     error: str | None
     attempts: int
+    # When the run was planned to start (its slot, or a moment in its jitter window) and
+    # when its first turn started; None for a ``bg`` turn or a run not started yet.
+    due_at: datetime | None = None
+    started_at: datetime | None = None
+
+    @property
+    def lag(self) -> float | None:
+        """Seconds between the planned start and the start (None until it started)."""
+        planned = self.due_at or self.scheduled_for
+        if planned is None or self.started_at is None:
+            return None
+        return max(0.0, (self.started_at - planned).total_seconds())
+
+    @property
+    def late(self) -> bool:
+        """Started more than ``LATE_AFTER`` after it was planned to."""
+        lag = self.lag
+        return lag is not None and lag > LATE_AFTER.total_seconds()
+
+
+class StartedRun(NamedTuple):
+    """A schedule run that started: its id, when, and its lag in seconds."""
+
+    id: int
+    started_at: datetime
+    lag: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LagReport:
+    """How schedule runs started lately (``chatgate doctor``): runs started in the window,
+    how many of them late, the worst lag in seconds; runs due over a minute ago and not
+    started; active schedules whose slot passed over a minute ago unfired; each role's
+    ("dispatcher", "runner") last sign of life."""
+
+    started: int
+    late: int
+    worst: float | None
+    waiting: int
+    overdue: int
+    beats: dict[str, datetime]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,6 +415,7 @@ class ScheduleRecord:
     created_at: datetime
     targets: tuple[str, ...] = ()
     runs: tuple[RunRecord, ...] = ()
+    jitter_seconds: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -55,32 +55,33 @@ class _TimedQueue:
         self.jobs += len(job_ids)
 
 
-async def _seed(database: Database, slot: datetime) -> None:
+async def seed_due(
+    database: Database,
+    count: int,
+    slot: datetime,
+    *,
+    jitter_seconds: int = 0,
+    platform: str = "slack",
+    spec: str = "0 9 * * *",
+) -> list[str]:
+    """``count`` schedules due at ``slot``, each delivering to a conversation of its own
+    on ``platform`` (a 09:00 digest for every person); their ids."""
     now = utcnow()
     people = [
-        {"id": uuid.uuid4().hex, "platform": "slack", "workspace": "T0BENCH",
-         "channel": f"D{index:08d}", "thread": "", "created_at": now, "updated_at": now}
-        for index in range(DUE)
+        {"id": uuid.uuid4().hex, "platform": platform, "workspace": "T0BENCH" if platform
+         == "slack" else "local", "channel": f"D{index:08d}", "thread": "", "created_at": now,
+         "updated_at": now}
+        for index in range(count)
     ]  # fmt: skip
+    user = "slack:U{:08d}" if platform == "slack" else "web:p{:08d}"
     rows = [
-        {
-            "id": f"sc_{index:08x}",
-            "conversation_id": person["id"],
-            "created_by": f"slack:U{index:08d}",
-            "prompt": "the morning digest",
-            "kind": "cron",
-            "spec": "0 9 * * *",
-            "timezone": "UTC",
-            "anchor": None,
-            "missed": "run_once",
-            "status": "active",
-            "next_run_at": slot,
-            "failures": 0,
-            "created_at": now,
-            "updated_at": now,
-        }
+        {"id": f"sc_{index:08x}", "conversation_id": person["id"],
+         "created_by": user.format(index), "prompt": "the morning digest", "kind": "cron",
+         "spec": spec, "timezone": "UTC", "anchor": None, "missed": "run_once",
+         "status": "active", "next_run_at": slot, "failures": 0,
+         "jitter_seconds": jitter_seconds, "created_at": now, "updated_at": now}
         for index, person in enumerate(people)
-    ]
+    ]  # fmt: skip
     targets = [{"schedule_id": r["id"], "conversation_id": r["conversation_id"]} for r in rows]
 
     def write(conn: Connection) -> None:
@@ -89,6 +90,7 @@ async def _seed(database: Database, slot: datetime) -> None:
         conn.execute(insert(schedule_targets), targets)
 
     await database.write(write)
+    return [str(row["id"]) for row in rows]
 
 
 async def burst(url: str) -> tuple[float, float]:
@@ -97,7 +99,7 @@ async def burst(url: str) -> tuple[float, float]:
     await database.migrate()
     try:
         slot = utcnow().replace(hour=9, minute=0, second=0, microsecond=0) + timedelta(days=1)
-        await _seed(database, slot)
+        await seed_due(database, DUE, slot)
         store = Store(database)
         queue = _TimedQueue()
         dispatcher = ScheduleDispatcher(store, Schedules(store, limits=ScheduleLimits()), queue)

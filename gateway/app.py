@@ -303,6 +303,7 @@ def build_app(
                     local,
                     maintenance=maintenance_cron(settings),
                     faults=core.faults,
+                    owner=runtime.owner,
                 )
                 background += [
                     asyncio.create_task(local.serve(runtime.stopping), name="job-runner"),

@@ -17,7 +17,7 @@ from agent_core.commands import ParsedCommand
 from agent_core.errors import ScheduleActionError
 from agent_core.events import InboundMessage, utcnow
 from agent_core.gatekeeper import Gatekeeper
-from agent_core.journaled import JobsListing, RunItem, ScheduleItem
+from agent_core.journaled import JobsListing, RunItem, ScheduleItem, lag_note
 from agent_core.profiles import Profiles
 from agent_core.records import Accepted, BusyMode, RunRecord, ScheduleRecord
 from agent_core.scheduling.service import Schedules
@@ -213,6 +213,8 @@ class ChatCommands:
                     finished_at=_iso(run.finished_at),
                     receipt=run.receipt,
                     error=run.error,
+                    lag_seconds=None if run.lag is None else round(run.lag, 3),
+                    late=run.late,
                 )
                 for run in schedule.runs
             ),
@@ -278,6 +280,8 @@ def run_line(run: RunRecord) -> str:
     """One run of a schedule for the ``jobs`` text."""
     at = run.scheduled_for or run.created_at
     line = f"{at:%Y-%m-%d %H:%M} UTC {run.status}"
+    if (lag := lag_note(run.lag, late=run.late)) != "":
+        line += f", {lag}"
     if run.receipt:
         line += f", delivered ({run.receipt})"
     if run.error:

@@ -16,6 +16,7 @@ from agent_core.model import ChatMessage
 from agent_core.sandbox.choose import choose_sandbox
 from agent_core.settings import Settings
 from agent_core.storage.database import Database, sqlite_path
+from gateway.doctor_schedules import schedule_lag
 from workers.bootstrap import build_model, sandbox_config
 
 
@@ -302,5 +303,6 @@ async def run_checks(settings: Settings) -> list[Check]:
     for platform in adapters:
         checks.append(await _command_drift(settings, platform))
     checks.append(await _model(settings))
+    checks.append(await schedule_lag(settings))
     checks += await _hearing(settings)
     return checks

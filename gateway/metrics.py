@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from adapters.base import Hearing
 from agent_core.events import utcnow
 from agent_core.journaled import ModelCallOutput
-from agent_core.records import ApprovalRecord, TurnRecord, TurnStatus
+from agent_core.records import ApprovalRecord, StartedRun, TurnRecord, TurnStatus
 
+LAG_OVERLAP = timedelta(seconds=10)
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
 
@@ -128,6 +130,16 @@ class Metrics:
             registry=self.registry,
         )
         self._turn_tokens: dict[int, int] = {}
+        self.schedule_lag = Histogram(
+            "chatgate_schedule_lag_seconds",
+            "How late schedule runs started: from the moment each was planned to start (its "
+            "slot, or its moment in the jitter window) to its first turn's start, for the "
+            "runs started in the whole database since this process started.",
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600),
+            registry=self.registry,
+        )
+        self.lag_watermark = utcnow()
+        self._lags_seen: dict[int, datetime] = {}
         self.turns_in_flight = Gauge(
             "chatgate_turns_in_flight", "Turns running in this process.", registry=self.registry
         )
@@ -174,6 +186,25 @@ class Metrics:
         for status in ("queued", "running", "waiting"):
             self.jobs.labels(status).set(depth.get(status, 0))
         self.queue_lag.set(lag)
+
+    def runs_started(self, runs: Sequence[StartedRun]) -> None:
+        """Observe the lag of each schedule run not seen before (``runs`` come from the
+        database, read from ``lag_watermark`` on)."""
+        for run in runs:
+            if run.id in self._lags_seen:
+                continue
+            self._lags_seen[run.id] = run.started_at
+            self.schedule_lag.observe(run.lag)
+            self.lag_watermark = max(self.lag_watermark, run.started_at)
+        # A run another process committed late can carry a start a little before the
+        # newest seen: read from LAG_OVERLAP before it, and skip what was counted.
+        horizon = self.lag_watermark - LAG_OVERLAP
+        self._lags_seen = {i: at for i, at in self._lags_seen.items() if at > horizon}
+
+    @property
+    def lag_since(self) -> datetime:
+        """Where the next read of started runs begins."""
+        return self.lag_watermark - LAG_OVERLAP
 
     def committed(self, what: str, seconds: float) -> None:
         """A write transaction committed (the database's observer)."""

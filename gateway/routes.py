@@ -130,6 +130,8 @@ async def metrics(request: web.Request) -> web.Response:
     try:
         async with asyncio.timeout(2):
             runtime.metrics.jobs_seen(*await runtime.store.job_depth())
+            metrics = runtime.metrics
+            metrics.runs_started(await runtime.store.runs_started_since(metrics.lag_since))
     except (TimeoutError, StorageError):
         pass  # the other metrics still answer
     hearings: dict[str, Hearing] = request.app.get(PLATFORM_HEARING, {})

@@ -29,7 +29,8 @@ def configure(settings: Settings) -> None:
 
 
 class DispatchScheduler(Scheduler):  # type: ignore[misc]
-    """A beat scheduler that ticks ``ScheduleDispatcher`` every ``schedule_tick_seconds``."""
+    """A beat scheduler that ticks ``ScheduleDispatcher`` every ``schedule_tick_seconds``,
+    or sooner when a slot falls due sooner."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._runtime: WorkerRuntime | None = None
@@ -56,10 +57,11 @@ class DispatchScheduler(Scheduler):  # type: ignore[misc]
         dispatcher = self._runtime.dispatcher
         assert dispatcher is not None
         try:
-            self._runtime.call(dispatcher.tick(), timeout=max(60.0, every * 10))
+            done = self._runtime.call(dispatcher.tick(), timeout=max(60.0, every * 10))
         except Exception:
             log.exception("dispatcher tick failed")
-        return max(every - (time.monotonic() - started), 0.05)
+            return max(every - (time.monotonic() - started), 0.05)
+        return dispatcher.sleep_after(done, every=every)
 
     def close(self) -> None:
         """Stop the runtime."""

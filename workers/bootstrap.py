@@ -557,6 +557,7 @@ class WorkerRuntime:
             backlog=queue.waiting,
             maintenance=maintenance_cron(self.settings),
             faults=self.core.faults,
+            owner=self.owner,
         )
 
     def call(self, coroutine: Coroutine[Any, Any, T], *, timeout: float) -> T:

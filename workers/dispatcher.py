@@ -34,6 +34,11 @@ from agent_core.stores import JobStore, ScheduleStore
 log = structlog.get_logger("chatgate.dispatcher")
 
 BATCH = 500
+# How often a dispatcher records that it is alive (``chatgate doctor`` reads it).
+BEAT_EVERY = 5.0
+# The shortest wait between ticks (a slot due now is fired by this tick).
+MIN_SLEEP = 0.02
+BUSY_SLEEP = 0.5
 STRANDED_AFTER = timedelta(seconds=30)
 _UTC = ZoneInfo("UTC")
 
@@ -55,6 +60,8 @@ class Tick:
     jobs: int
     resent: int
     seconds: float
+    # The earliest moment something becomes due after this tick (None: nothing known).
+    next_due: datetime | None = None
 
 
 class ScheduleDispatcher:
@@ -72,8 +79,12 @@ class ScheduleDispatcher:
         batch: int = BATCH,
         maintenance: str | None = None,
         faults: FaultPoints | None = None,
+        owner: str | None = None,
     ) -> None:
         self._store = store
+        # Who beats in the ``beats`` table (None: this dispatcher does not).
+        self._owner = owner
+        self._last_beat = -BEAT_EVERY
         self._faults = faults or FaultPoints()
         self._schedules = schedules
         self._queue = queue
@@ -106,6 +117,24 @@ class ScheduleDispatcher:
             log.warning("could not read the broker's queue length", error=str(exc))
             return False
 
+    async def _beat(self) -> None:
+        if self._owner is None or time.monotonic() - self._last_beat < BEAT_EVERY:
+            return
+        self._last_beat = time.monotonic()
+        await self._store.beat("dispatcher", owner=self._owner)
+
+    def sleep_after(self, tick: Tick, *, every: float) -> float:
+        """How long to wait before the next tick: ``every``, or less when something
+        falls due sooner (a 09:00 slot is fired at 09:00, not up to ``every`` later)."""
+        if tick.next_due is None:
+            return every
+        until = (tick.next_due - utcnow()).total_seconds()
+        if until <= 0:
+            # Due already and not fired by this tick: another dispatcher holds it, or it
+            # could not be sent. Look again soon, without spinning.
+            return min(every, BUSY_SLEEP)
+        return min(every, max(until, MIN_SLEEP))
+
     async def tick(self, now: datetime | None = None) -> Tick:
         """Fire everything due at ``now`` (default: the clock)."""
         started = time.perf_counter()
@@ -130,13 +159,18 @@ class ScheduleDispatcher:
             lost = await self._store.jobs_to_send(now=now, resend_after=shortest)
             if lost and not await self._broker_idle():
                 lost = await self._store.jobs_to_send(now=now, resend_after=self._resend_after)
-            lost = [job for job in lost if job not in created]
+            made = set(created)
+            lost = [job for job in lost if job not in made]
             if lost:
                 await self._queue.submit(lost)
                 resent = len(lost)
         if self._maintenance is not None:
             created.extend(await self._plan_maintenance(self._maintenance, now))
-        tick = Tick(claimed, len(created), resent, time.perf_counter() - started)
+        await self._beat()
+        # Jobs waiting for their moment (jitter) are the dispatcher's to send only with a
+        # broker; the embedded runner claims them itself.
+        upcoming = await self._store.next_due(jobs=self._resend_after is not None)
+        tick = Tick(claimed, len(created), resent, time.perf_counter() - started, upcoming)
         if claimed or resent:
             log.info(
                 "dispatched",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import structlog
 
 from agent_core.jobs import JobRunner
-from workers.dispatcher import ScheduleDispatcher
+from workers.dispatcher import BEAT_EVERY, ScheduleDispatcher
 
 log = structlog.get_logger("chatgate.runner")
 
@@ -76,6 +76,7 @@ class LocalRunner:
         self._busy = busy
         self._running: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
+        self._last_beat = -BEAT_EVERY
 
     @property
     def running(self) -> int:
@@ -90,24 +91,34 @@ class LocalRunner:
         """Look for work now (a slot freed, an interactive burst ended)."""
         self._wake.set()
 
+    async def _beat(self) -> None:
+        if time.monotonic() - self._last_beat < BEAT_EVERY:
+            return
+        self._last_beat = time.monotonic()
+        try:
+            await self._jobs.alive(owner=self._owner)
+        except Exception:
+            log.exception("recording the runner's beat failed")
+
     async def serve(self, stopping: asyncio.Event) -> None:
-        """Claim and run jobs until ``stopping`` is set."""
+        """Claim and run jobs until ``stopping`` is set: as many at once as there are free
+        slots, in one claim."""
         while not stopping.is_set():
-            claimed = False
-            if len(self._running) < self._concurrency and not self._busy():
+            await self._beat()
+            found = []
+            free = self._concurrency - len(self._running)
+            if free > 0 and not self._busy():
                 try:
-                    job = await self._jobs.claim(None, owner=self._owner)
+                    found = await self._jobs.claim_many(free, owner=self._owner)
                 except Exception:
-                    log.exception("claiming a job failed")
-                    job = None
-                if job is not None:
-                    claimed = True
-                    task = asyncio.create_task(
-                        self._jobs.execute(job, owner=self._owner), name=f"job:{job.id}"
-                    )
-                    self._running.add(task)
-                    task.add_done_callback(self._finished)
-            if claimed:
+                    log.exception("claiming jobs failed")
+            for job in found:
+                task = asyncio.create_task(
+                    self._jobs.execute(job, owner=self._owner), name=f"job:{job.id}"
+                )
+                self._running.add(task)
+                task.add_done_callback(self._finished)
+            if found:
                 continue
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
@@ -138,12 +149,14 @@ class LocalRunner:
 async def tick_forever(
     dispatcher: ScheduleDispatcher, *, every: float, stopping: asyncio.Event
 ) -> None:
-    """Tick the dispatcher every ``every`` seconds until stopped."""
+    """Tick the dispatcher every ``every`` seconds (sooner when a slot falls due sooner)
+    until stopped."""
     while not stopping.is_set():
+        wait = every
         try:
-            await dispatcher.tick()
+            wait = dispatcher.sleep_after(await dispatcher.tick(), every=every)
         except Exception:
             log.exception("dispatcher tick failed")
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(every):
+            async with asyncio.timeout(wait):
                 await stopping.wait()

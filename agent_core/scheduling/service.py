@@ -13,6 +13,7 @@ from typing import Literal, TypeAlias
 from agent_core.errors import NotAllowedToChange, ScheduleNotFound
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, MissedPolicy, NewSchedule, ScheduleRecord
+from agent_core.scheduling.jitter import parse_jitter
 from agent_core.scheduling.recurrence import (
     Recurrence,
     ScheduleError,
@@ -57,6 +58,7 @@ class Schedules:
         missed: MissedPolicy = "run_once",
         also_in: Sequence[str] = (),
         creation_key: str | None = None,
+        jitter: str | None = None,
         now: datetime | None = None,
     ) -> tuple[ScheduleRecord, bool]:
         """Store a schedule whose results go to ``conversation_id`` (and, for admins, to
@@ -65,7 +67,9 @@ class Schedules:
 
         Raises ``ScheduleError`` (with a message for the user) for a bad spec or time zone,
         a recurrence more frequent than the minimum interval, an empty prompt, an unknown
-        or forbidden extra conversation, or too many schedules in the conversation.
+        or forbidden extra conversation, a ``jitter`` window (``"5m"``: each run starts at a
+        moment within 5 minutes after its slot) that is malformed or not shorter than the
+        time between runs, or too many schedules in the conversation.
         Returns (the schedule, False) when ``creation_key`` made it before."""
         now = now or utcnow()
         if not prompt.strip():
@@ -84,6 +88,12 @@ class Schedules:
             if found not in targets:
                 targets.append(found)
         recurrence, first = self.timetable(spec, timezone, now=now)
+        jitter_seconds = parse_jitter(jitter)
+        gap = min_gap(recurrence, start=now)
+        if jitter_seconds and gap is not None and timedelta(seconds=jitter_seconds) >= gap:
+            raise ScheduleError(
+                f"a jitter of {jitter} is not shorter than the {_seconds(gap)} between runs"
+            )
         return await self._store.create_schedule(
             NewSchedule(
                 conversation_id=conversation_id,
@@ -98,6 +108,7 @@ class Schedules:
                 targets=tuple(targets),
                 creation_key=creation_key,
                 limit=self.limits.per_conversation,
+                jitter_seconds=jitter_seconds,
             )
         )
 
@@ -208,6 +219,8 @@ class Schedules:
             if schedule.next_run_at is not None and status == "active"
             else ""
         )
+        if schedule.jitter_seconds:
+            when += f" (within {_seconds(timedelta(seconds=schedule.jitter_seconds))})"
         return f"{schedule.id}: {when} [{status}{upcoming}]: {_clip(schedule.prompt, 80)}"
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Connection
 
 from agent_core.storage import feedback
+from agent_core.storage import jobs as job_sql
 from agent_core.storage.schema import (
     approvals,
     conversations,
@@ -498,12 +499,18 @@ def schedule_runs_of(conn: Connection, schedule_id: str, *, limit: int = 50) -> 
     """A schedule's deliveries, newest first: the slot, the job's status, attempts,
     receipt and error, and the turn that ran it."""
     rows = conn.execute(
-        select(jobs, schedule_runs.c.scheduled_for)
+        select(
+            jobs,
+            schedule_runs.c.scheduled_for,
+            schedule_runs.c.due_at,
+            schedule_runs.c.started_at,
+        )
         .outerjoin(schedule_runs, schedule_runs.c.id == jobs.c.run_id)
         .where(jobs.c.schedule_id == schedule_id)
         .order_by(jobs.c.id.desc())
         .limit(limit)
     ).all()
+    shown = [job_sql.run(row) for row in rows]
     return [
         {
             "job_id": int(row.id),
@@ -516,6 +523,9 @@ def schedule_runs_of(conn: Connection, schedule_id: str, *, limit: int = 50) -> 
             "finished_at": iso(row.finished_at),
             "receipt": row.receipt,
             "error": row.error,
+            "started_at": iso(row.started_at),
+            "lag_seconds": None if run.lag is None else round(run.lag, 3),
+            "late": run.late,
         }
-        for row in rows
+        for row, run in zip(rows, shown, strict=True)
     ]

@@ -37,7 +37,33 @@ _CLAIM = (
     )
     .returning(*jobs.c)
 )
-_NEXT = select(jobs.c.id).where(_CLAIMABLE).order_by(jobs.c.not_before, jobs.c.id).limit(1)
+_CLAIM_MANY = (
+    update(jobs)
+    .where(jobs.c.id.in_(bindparam("b_ids", expanding=True)), _CLAIMABLE)
+    .values(
+        status="running",
+        attempts=jobs.c.attempts + 1,
+        lease_owner=bindparam("b_owner"),
+        lease_expires_at=bindparam("b_until"),
+    )
+    .returning(*jobs.c)
+)
+_NEXT = (
+    select(jobs.c.id)
+    .where(_CLAIMABLE)
+    .order_by(jobs.c.not_before, jobs.c.id)
+    .limit(bindparam("b_limit"))
+)
+# A run has started when the first of its jobs is claimed; later claims (a retry, another
+# target) leave the moment as it was.
+_STARTED = (
+    update(schedule_runs)
+    .where(
+        schedule_runs.c.id.in_(bindparam("b_runs", expanding=True)),
+        schedule_runs.c.started_at.is_(None),
+    )
+    .values(started_at=bindparam("b_now"))
+)
 _RENEW = (
     update(jobs)
     .where(
@@ -118,15 +144,10 @@ def background(
 
 def claim(conn: Connection, job_id: int | None, *, owner: str, ttl: float) -> JobRecord | None:
     """Take a job's lease: the given one, or the next claimable one (``job_id`` None)."""
-    now = utcnow()
     if job_id is None:
-        query = _NEXT
-        if conn.dialect.name == "postgresql":
-            query = query.with_for_update(skip_locked=True)
-        found = conn.execute(query, {"b_now": now}).scalar()
-        if found is None:
-            return None
-        job_id = int(found)
+        found = claim_many(conn, owner=owner, ttl=ttl, limit=1)
+        return found[0] if found else None
+    now = utcnow()
     params = {
         "b_id": job_id,
         "b_now": now,
@@ -134,7 +155,34 @@ def claim(conn: Connection, job_id: int | None, *, owner: str, ttl: float) -> Jo
         "b_until": now + timedelta(seconds=ttl),
     }
     row = conn.execute(_CLAIM, params).first()
-    return None if row is None else _job(row)
+    if row is None:
+        return None
+    _mark_started(conn, [row], now=now)
+    return _job(row)
+
+
+def claim_many(conn: Connection, *, owner: str, ttl: float, limit: int) -> list[JobRecord]:
+    """Take the leases of up to ``limit`` claimable jobs, oldest due first, in one
+    statement (PostgreSQL skips rows another runner is taking)."""
+    now = utcnow()
+    query = _NEXT
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True)
+    ids = list(conn.execute(query, {"b_now": now, "b_limit": limit}).scalars())
+    if not ids:
+        return []
+    params = {"b_ids": ids, "b_now": now, "b_owner": owner,
+              "b_until": now + timedelta(seconds=ttl)}  # fmt: skip
+    rows = sorted(conn.execute(_CLAIM_MANY, params).all(), key=lambda r: ids.index(r.id))
+    _mark_started(conn, rows, now=now)
+    return [_job(row) for row in rows]
+
+
+def _mark_started(conn: Connection, rows: list[Row[Any]], *, now: datetime) -> None:
+    """The schedule runs of these just-claimed jobs have started (the first time)."""
+    runs = sorted({int(row.run_id) for row in rows if row.run_id is not None})
+    if runs:
+        conn.execute(_STARTED, {"b_runs": runs, "b_now": now})
 
 
 def renew(conn: Connection, job_id: int, *, owner: str, ttl: float) -> bool:
@@ -348,7 +396,12 @@ def runs_of(
     found: dict[str, list[RunRecord]] = {}
     for schedule_id in schedule_ids:
         query = (
-            select(jobs, schedule_runs.c.scheduled_for)
+            select(
+                jobs,
+                schedule_runs.c.scheduled_for,
+                schedule_runs.c.due_at,
+                schedule_runs.c.started_at,
+            )
             .outerjoin(schedule_runs, schedule_runs.c.id == jobs.c.run_id)
             .where(jobs.c.schedule_id == schedule_id)
             .order_by(jobs.c.id.desc())
@@ -371,6 +424,8 @@ def run(row: Row[Any]) -> RunRecord:
         receipt=row.receipt,
         error=row.error,
         attempts=int(row.attempts),
+        due_at=row.due_at,
+        started_at=row.started_at,
     )
 
 

@@ -4,9 +4,18 @@ inherits :class:`ScheduleRows`."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from agent_core.records import NewSchedule, Planner, ScheduleRecord, ScheduleStatus
+from agent_core.events import utcnow
+from agent_core.records import (
+    LagReport,
+    NewSchedule,
+    Planner,
+    ScheduleRecord,
+    ScheduleStatus,
+    StartedRun,
+)
+from agent_core.storage import lag as lag_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage.database import Database
 
@@ -54,3 +63,16 @@ class ScheduleRows:
     ) -> tuple[int, list[int]]:
         """Fire due schedule slots: (schedules claimed, new job ids)."""
         return await self.database.write(schedule_sql.dispatch_due, now=now, plan=plan, limit=limit)
+
+    async def next_due(self, *, jobs: bool) -> datetime | None:
+        """The earliest moment a schedule slot (or, with ``jobs``, an unsent queued job)
+        becomes due."""
+        return await self.database.read(lag_sql.next_due, jobs=jobs)
+
+    async def runs_started_since(self, after: datetime) -> list[StartedRun]:
+        """Schedule runs started after ``after``, oldest first, with their lags."""
+        return await self.database.read(lag_sql.started_since, after)
+
+    async def lag_report(self, window: timedelta) -> LagReport:
+        """How runs started over the last ``window`` and who is alive (``doctor``)."""
+        return await self.database.read(lag_sql.report, now=utcnow(), window=window)

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import utcnow
 from agent_core.records import DueSchedule, NewSchedule, Planner, ScheduleRecord, ScheduleStatus
+from agent_core.scheduling.jitter import start_of
 from agent_core.scheduling.recurrence import ScheduleError
 from agent_core.storage import audit
 from agent_core.storage.schema import (
@@ -111,6 +112,7 @@ def create(conn: Connection, new: NewSchedule) -> tuple[ScheduleRecord, bool]:
             "next_run_at": new.next_run_at,
             "failures": 0,
             "creation_key": new.creation_key,
+            "jitter_seconds": new.jitter_seconds,
             "created_at": now,
             "updated_at": now,
         },
@@ -221,6 +223,8 @@ class RunToQueue:
     user: str
     prompt: str
     targets: Sequence[str]
+    # When its jobs may start (None: now); a jittered run's moment in its window.
+    due_at: datetime | None = None
 
 
 def queued_turn_row(
@@ -239,11 +243,12 @@ def job_row(
     now: datetime,
     schedule_id: str | None = None,
     run_id: int | None = None,
+    not_before: datetime | None = None,
 ) -> dict[str, Any]:
-    """A queued job for a queued turn, due now, as a row to insert."""
+    """A queued job for a queued turn, due ``not_before`` (default now), as a row."""
     return {"kind": "turn", "turn_id": turn_id, "conversation_id": conversation_id,
             "schedule_id": schedule_id, "run_id": run_id, "status": "queued", "attempts": 0,
-            "not_before": now, "created_at": now}  # fmt: skip
+            "not_before": max(not_before or now, now), "created_at": now}  # fmt: skip
 
 
 def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -> list[int]:
@@ -265,7 +270,7 @@ def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -
         _INSERT_JOBS,
         [
             job_row(turn_id=turn_id, conversation_id=target, now=now,
-                    schedule_id=run.schedule_id, run_id=run.run_id)
+                    schedule_id=run.schedule_id, run_id=run.run_id, not_before=run.due_at)
             for (run, target), turn_id in zip(wanted, turn_ids, strict=True)
         ],
     ).scalars().all()  # fmt: skip
@@ -295,9 +300,11 @@ def dispatch_due(
     read of the due rows (``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so dispatchers split a
     burst), one of their targets, and one multi-row statement each for the runs (a slot
     another dispatcher fired is skipped by the unique key), the turns, the jobs and the
-    schedules' next fire times.
+    schedules' next fire times. A run of a schedule with jitter is due at its moment in
+    the window (``jitter.start_of``): its jobs wait in the table until then.
 
-    Returns (how many schedules were claimed, the ids of the jobs created).
+    Returns (how many schedules were claimed, the ids of the jobs created that are due
+    now; the later ones the runner claims, or the dispatcher sends, when their time comes).
     """
     query = _DUE
     if conn.dialect.name == "postgresql":
@@ -324,7 +331,8 @@ def dispatch_due(
             next_run_at=row.next_run_at,
         )
         slots, following = plan(due)
-        fired += [{"schedule_id": row.id, "scheduled_for": slot, "created_at": now}
+        fired += [{"schedule_id": row.id, "scheduled_for": slot, "created_at": now,
+                   "due_at": start_of(row.id, slot, row.jitter_seconds), "started_at": None}
                   for slot in slots]  # fmt: skip
         moved.append(
             {"b_id": row.id, "b_next": following,
@@ -340,11 +348,13 @@ def dispatch_due(
             RunToQueue(schedule_id=f["schedule_id"], run_id=run_of[key],
                        user=by_schedule[f["schedule_id"]].created_by,
                        prompt=by_schedule[f["schedule_id"]].prompt,
-                       targets=targets[f["schedule_id"]])
+                       targets=targets[f["schedule_id"]], due_at=f["due_at"])
             for f in fired
             if (key := (f["schedule_id"], _instant(f["scheduled_for"]))) in run_of
         ]  # fmt: skip
-        created = queue_runs(conn, runs, now=now)
+        jobs_made = queue_runs(conn, runs, now=now)
+        ready = [run.due_at is None or run.due_at <= now for run in runs for _ in run.targets]
+        created = [job for job, now_due in zip(jobs_made, ready, strict=True) if now_due]
     conn.execute(_MOVE_ON, moved)
     return len(rows), created
 
@@ -370,6 +380,7 @@ def record(row: Row[Any], *, targets: tuple[str, ...] = ()) -> ScheduleRecord:
         failures=int(row.failures),
         created_at=row.created_at,
         targets=targets,
+        jitter_seconds=int(row.jitter_seconds),
     )
 
 

@@ -315,6 +315,8 @@ schedules = Table(
     Column("status", String(16), nullable=False),
     Column("next_run_at", UTCDateTime()),
     Column("failures", Integer, nullable=False, default=0),
+    # Each run starts somewhere in [slot, slot + jitter] (0: at its slot).
+    Column("jitter_seconds", Integer, nullable=False, default=0, server_default="0"),
     # The creating tool call's idempotency key: a re-run after a crash finds the same row.
     Column("creation_key", String(64), unique=True),
     Column("created_at", UTCDateTime(), nullable=False),
@@ -340,8 +342,26 @@ schedule_runs = Table(
     Column("schedule_id", String(16), ForeignKey("schedules.id"), nullable=False),
     Column("scheduled_for", UTCDateTime(), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
+    # When the run was planned to start: its slot, moved into the schedule's jitter window
+    # (NULL in runs older than revision 0021: the slot).
+    Column("due_at", UTCDateTime()),
+    # When the first of its turns started (a worker claimed its job): the lag is
+    # started_at - due_at.
+    Column("started_at", UTCDateTime()),
     # Two dispatchers never fire one slot twice.
     UniqueConstraint("schedule_id", "scheduled_for", name="uq_schedule_runs_slot"),
+    # /metrics observes the runs started since its last look.
+    Index("ix_schedule_runs_started_at", "started_at"),
+)
+
+# The last sign of life of each dispatcher (role "dispatcher") and embedded job runner
+# ("runner"), so ``chatgate doctor`` can say why runs start late.
+beats = Table(
+    "beats",
+    metadata,
+    Column("role", String(16), primary_key=True),
+    Column("owner", String(128), primary_key=True),
+    Column("beat_at", UTCDateTime(), nullable=False),
 )
 
 jobs = Table(

@@ -42,6 +42,7 @@ from agent_core.records import (
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import jobs as job_sql
 from agent_core.storage import journal, ledger, upkeep
+from agent_core.storage import lag as lag_sql
 from agent_core.storage import leases as lease_sql
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import marks as mark_sql
@@ -453,6 +454,14 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows):
     async def claim_job(self, job_id: int | None, *, owner: str, ttl: float) -> JobRecord | None:
         """Take a job's lease (the given one, or the next claimable); None if not free."""
         return await self.database.write(job_sql.claim, job_id, owner=owner, ttl=ttl)
+
+    async def claim_jobs(self, limit: int, *, owner: str, ttl: float) -> list[JobRecord]:
+        """Take the leases of up to ``limit`` claimable jobs at once, oldest due first."""
+        return await self.database.write(job_sql.claim_many, owner=owner, ttl=ttl, limit=limit)
+
+    async def beat(self, role: str, *, owner: str) -> None:
+        """A dispatcher or an embedded runner is alive (``chatgate doctor`` reads it)."""
+        await self.database.write(lag_sql.beat, role, owner=owner, now=utcnow())
 
     async def renew_job(self, job_id: int, *, owner: str, ttl: float) -> bool:
         """Extend a job lease this owner holds."""

@@ -10,10 +10,12 @@ from typing import Protocol
 from agent_core.records import (
     JobOutcome,
     JobRecord,
+    LagReport,
     NewSchedule,
     Planner,
     ScheduleRecord,
     ScheduleStatus,
+    StartedRun,
     TurnStatus,
 )
 
@@ -61,6 +63,19 @@ class ScheduleStore(Protocol):
         """Fire due schedule slots: (schedules claimed, new job ids)."""
         ...
 
+    async def next_due(self, *, jobs: bool) -> datetime | None:
+        """The earliest moment a schedule slot (or, with ``jobs``, an unsent queued job)
+        becomes due."""
+        ...
+
+    async def runs_started_since(self, after: datetime) -> list[StartedRun]:
+        """Schedule runs started after ``after``, oldest first, with their lags."""
+        ...
+
+    async def lag_report(self, window: timedelta) -> LagReport:
+        """How runs started over the last ``window`` and who is alive (``doctor``)."""
+        ...
+
     async def plan_maintenance(self, *, slot: datetime) -> list[int]:
         """Claim a maintenance slot and queue its per-person jobs (empty: not ours)."""
         ...
@@ -82,6 +97,14 @@ class JobStore(Protocol):
 
     async def claim_job(self, job_id: int | None, *, owner: str, ttl: float) -> JobRecord | None:
         """Take a job's lease (the given one, or the next claimable); None if not free."""
+        ...
+
+    async def claim_jobs(self, limit: int, *, owner: str, ttl: float) -> list[JobRecord]:
+        """Take the leases of up to ``limit`` claimable jobs at once, oldest due first."""
+        ...
+
+    async def beat(self, role: str, *, owner: str) -> None:
+        """A dispatcher or an embedded runner is alive (``chatgate doctor`` reads it)."""
         ...
 
     async def renew_job(self, job_id: int, *, owner: str, ttl: float) -> bool:

@@ -28,6 +28,7 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         timezone: str | None = None,
         missed: Literal["skip", "run_once", "catch_up"] = "run_once",
         also_in: Annotated[list[str], Field(max_length=20)] | None = None,
+        jitter: Annotated[str, Field(max_length=20)] | None = None,
     ) -> str:
         """Run a prompt later or repeatedly; each run's answer is posted to this conversation.
 
@@ -37,7 +38,9 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         (an IANA name such as "Europe/Berlin"; default: the server's). `missed` says what
         happens to runs missed while chatgate was down: skip them, run once, or catch up.
         `also_in` (admins only) posts each run's answer to other chats too, named
-        platform:channel (e.g. "slack:C0123", "web:ops").
+        platform:channel (e.g. "slack:C0123", "web:ops"). `jitter` ("5m", at most "1h"),
+        when the person says the exact minute does not matter, starts each run at some
+        moment within that window after its time, so many runs due at once spread out.
         """
         try:
             created, new = await schedules.create(
@@ -49,6 +52,7 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
                 missed=missed,
                 also_in=also_in or (),
                 creation_key=context.idempotency_key,
+                jitter=jitter,
             )
         except ScheduleError as exc:
             raise ToolFailed(str(exc)) from None

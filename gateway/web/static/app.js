@@ -129,9 +129,19 @@ const SCHEDULE_ACTIONS = {
   deleted: [],
 };
 
+// As agent_core.journaled.lag_note words it.
+function lagText(lag, late) {
+  let span;
+  if (lag < 60) span = lag < 10 ? `${lag.toFixed(1)} s` : `${Math.round(lag)} s`;
+  else if (lag < 3600) span = `${Math.floor(lag / 60)} min ${Math.floor(lag % 60)} s`;
+  else span = `${Math.floor(lag / 3600)} h ${Math.floor((lag % 3600) / 60)} min`;
+  return late ? `late: started ${span} after its time` : `started +${span}`;
+}
+
 function runText(run) {
   const at = (run.scheduled_for || run.finished_at || "").replace("T", " ").slice(0, 16);
   let text = `${at} UTC ${run.status}`;
+  if (run.lag_seconds != null) text += ` · ${lagText(run.lag_seconds, run.late)}`;
   if (run.receipt) text += " · delivered";
   if (run.error) text += `: ${run.error}`;
   return text;
