@@ -15,7 +15,8 @@
 5. The queued path (``bench/queued.py``): dispatcher tick time with 100,000 schedules vs
    1,000, and chat reply latency with 2,000 background jobs queued vs none. And a burst
    (``bench/schedule_burst.py``): 10,000 schedules due in one minute, dispatched by one
-   tick, beside the figure measured before the set-based dispatch.
+   tick (and by two dispatchers at once), beside the figure measured before #28; and the
+   lag (``bench/schedule_lag.py``): how late 1,000 runs due at once start with 2 workers.
 6. Context assembly (``bench/context.py``): packing a 5,000-message history into the
    window vs reading it from the database.
 7. Scale-out (``bench/scale.py``): messages answered per second by 2 gateways vs 1 on
@@ -49,6 +50,7 @@ from bench.queued import bench_dispatcher, bench_isolation
 from bench.sandbox import bench_sandbox
 from bench.scale import bench_scale
 from bench.schedule_burst import bench_schedule_burst
+from bench.schedule_lag import bench_schedule_lag
 from bench.slack import bench_slack
 from bench.streaming import bench_streaming
 from tests.fakes.gateway import CHATGATE, GatewayProcess, child_env, free_port, http
@@ -227,6 +229,7 @@ def main() -> None:
     bench_ladder(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_dispatcher(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_schedule_burst(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
+    bench_schedule_lag(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))
     bench_isolation()
     bench_context()
     bench_scale(os.environ.get("CHATGATE_BENCH_POSTGRES_URL", POSTGRES))

@@ -28,12 +28,13 @@ def _ping_workers(settings: Settings) -> int:
         app.close()
 
 
-def _silent(beat: datetime | None, *, now: datetime, allowed: float) -> str | None:
-    """'never' / 'since HH:MM:SS' when the last beat is older than ``allowed`` s."""
+def _silent(beat: datetime | None, *, now: datetime, allowed: float, verb: str) -> str | None:
+    """How long a role has been silent ("has ever ticked", "has ticked since ..."), or
+    None when its last beat is at most ``allowed`` seconds old."""
     if beat is None:
-        return "never"
+        return f"has ever {verb}"
     if (now - beat).total_seconds() > allowed:
-        return f"since {beat:%Y-%m-%d %H:%M:%S} UTC"
+        return f"has {verb} since {beat:%Y-%m-%d %H:%M:%S} UTC"
     return None
 
 
@@ -44,10 +45,11 @@ async def causes(
     now = utcnow()
     found: list[tuple[str, str]] = []
     allowed = max(60.0, 3 * settings.schedule_tick_seconds)
-    if (quiet := _silent(report.beats.get("dispatcher"), now=now, allowed=allowed)) is not None:
+    dispatcher = report.beats.get("dispatcher")
+    if (quiet := _silent(dispatcher, now=now, allowed=allowed, verb="ticked")) is not None:
         found.append(
             (
-                f"dispatcher down: no dispatcher has ticked {quiet}",
+                f"dispatcher down: no dispatcher {quiet}",
                 "start `chatgate beat`" if settings.redis_url else "start `chatgate run`",
             )
         )
@@ -59,8 +61,8 @@ async def causes(
             found.append((f"could not ask the workers: {exc}", "check CHATGATE_REDIS_URL"))
         if workers == 0:
             found.append(("no worker: no Celery worker answers a ping", "start `chatgate worker`"))
-    elif (quiet := _silent(report.beats.get("runner"), now=now, allowed=60.0)) is not None:
-        found.append((f"no worker: no job runner has run {quiet}", "start `chatgate run`"))
+    elif quiet := _silent(report.beats.get("runner"), now=now, allowed=60.0, verb="run"):
+        found.append((f"no worker: no job runner {quiet}", "start `chatgate run`"))
     queued = depth.get("queued", 0)
     if queued and oldest > LATE_AFTER.total_seconds():
         found.append(
@@ -77,10 +79,13 @@ async def schedule_lag(settings: Settings) -> Check:
     """Late runs in the last hour, with the causes in sight."""
     database = Database(settings.database_url)
     try:
+        current, head = await database.revision_status()
+        if current != head:
+            return Check("schedules", "ok", "the database is not migrated yet: no runs to read")
         store = Store(database)
         report = await store.lag_report(WINDOW)
         depth, oldest = await store.job_depth()
-    except (StorageError, OSError) as exc:
+    except (StorageError, OSError, TimeoutError) as exc:
         return Check("schedules", "WARN", f"could not read the runs: {exc}", "see `database`")
     finally:
         await database.dispose()

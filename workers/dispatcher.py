@@ -27,6 +27,7 @@ import structlog
 from agent_core.events import utcnow
 from agent_core.faults import FaultPoints
 from agent_core.jobs import JobQueue
+from agent_core.records import DueSchedule
 from agent_core.scheduling.fire_times import cron_descending
 from agent_core.scheduling.service import Schedules
 from agent_core.stores import JobStore, ScheduleStore
@@ -141,10 +142,19 @@ class ScheduleDispatcher:
         now = now or utcnow()
         claimed = 0
         created: list[int] = []
+        # A plan is a function of the recurrence, the stored next run and ``now``: the
+        # schedules due together mostly share one (every person's 09:00 digest).
+        plans: dict[tuple[object, ...], tuple[list[datetime], datetime | None]] = {}
+
+        def plan(due: DueSchedule) -> tuple[list[datetime], datetime | None]:
+            key = (due.kind, due.spec, due.timezone, due.anchor, due.missed, due.next_run_at)
+            if key not in plans:
+                plans[key] = self._schedules.plan(due, now=now)
+            slots, following = plans[key]
+            return list(slots), following
+
         while True:
-            count, jobs = await self._store.dispatch_due(
-                now=now, plan=lambda due: self._schedules.plan(due, now=now), limit=self._batch
-            )
+            count, jobs = await self._store.dispatch_due(now=now, plan=plan, limit=self._batch)
             claimed += count
             created.extend(jobs)
             if jobs:
