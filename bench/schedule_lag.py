@@ -24,13 +24,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import redis
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from agent_core.events import utcnow
 from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, schedule_runs, turns
+from bench.scale import _admin
 from bench.schedule_burst import seed_due
 from tests.fakes.gateway import GatewayProcess, RoleProcess
 from tests.fakes.model_server import FakeModelServer
@@ -151,19 +152,8 @@ def lag_sqlite() -> tuple[float, float, float]:
 
 
 def lag_postgres(admin_url: str) -> tuple[float, float, float]:
-    from sqlalchemy.ext.asyncio import create_async_engine
-
     name = f"chatgate_lag_{uuid.uuid4().hex[:8]}"
-
-    async def admin(statement: str) -> None:
-        engine = create_async_engine(admin_url, isolation_level="AUTOCOMMIT")
-        try:
-            async with engine.connect() as conn:
-                await conn.execute(text(statement))
-        finally:
-            await engine.dispose()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    asyncio.run(_admin(admin_url, f'CREATE DATABASE "{name}"'))
     url = make_url(admin_url).set(database=name).render_as_string(False)
     broker = redis.Redis.from_url(REDIS)
     broker.flushdb()
@@ -198,7 +188,7 @@ def lag_postgres(admin_url: str) -> tuple[float, float, float]:
             role.stop()
         broker.flushdb()
         broker.close()
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        asyncio.run(_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def _line(backend: str, p50: float, p99: float, last: float) -> str:

@@ -26,17 +26,6 @@ _CLAIMABLE = or_(
     and_(jobs.c.status == "queued", jobs.c.not_before <= bindparam("b_now")),
     and_(jobs.c.status == "running", jobs.c.lease_expires_at < bindparam("b_now")),
 )
-_CLAIM = (
-    update(jobs)
-    .where(jobs.c.id == bindparam("b_id"), _CLAIMABLE)
-    .values(
-        status="running",
-        attempts=jobs.c.attempts + 1,
-        lease_owner=bindparam("b_owner"),
-        lease_expires_at=bindparam("b_until"),
-    )
-    .returning(*jobs.c)
-)
 _CLAIM_MANY = (
     update(jobs)
     .where(jobs.c.id.in_(bindparam("b_ids", expanding=True)), _CLAIMABLE)
@@ -148,13 +137,9 @@ def claim(conn: Connection, job_id: int | None, *, owner: str, ttl: float) -> Jo
         found = claim_many(conn, owner=owner, ttl=ttl, limit=1)
         return found[0] if found else None
     now = utcnow()
-    params = {
-        "b_id": job_id,
-        "b_now": now,
-        "b_owner": owner,
-        "b_until": now + timedelta(seconds=ttl),
-    }
-    row = conn.execute(_CLAIM, params).first()
+    params = {"b_ids": [job_id], "b_now": now, "b_owner": owner,
+              "b_until": now + timedelta(seconds=ttl)}  # fmt: skip
+    row = conn.execute(_CLAIM_MANY, params).first()
     if row is None:
         return None
     _mark_started(conn, [row], now=now)

@@ -31,7 +31,13 @@ function setStatus(text, error = false) {
   statusLine.className = error ? "error" : "";
 }
 
+// Each route() is a navigation. A page's read that answers after a newer navigation began
+// is dropped (Stale), so a slow older answer never paints over the page asked for last.
+let navigations = 0;
+class Stale extends Error {}
+
 async function api(path, options = {}) {
+  const began = navigations;
   const init = { credentials: "same-origin", ...options };
   if (options.body !== undefined) {
     init.method = options.method || "POST";
@@ -45,6 +51,7 @@ async function api(path, options = {}) {
     document.getElementById("signin-token").focus();
   }
   if (!response.ok) throw new Error(body.error || response.statusText);
+  if (options.body === undefined && began !== navigations) throw new Stale("");
   return body;
 }
 
@@ -516,6 +523,7 @@ async function health() {
 // -- routing ---------------------------------------------------------------------------------
 
 async function route() {
+  navigations += 1;
   const [path, query] = (location.hash.slice(1) || "/conversations").split("?");
   const params = new URLSearchParams(query || "");
   const [, page, id] = path.split("/");
@@ -537,7 +545,7 @@ async function route() {
       default: return await conversations(params);
     }
   } catch (error) {
-    setStatus(error.message, true);
+    if (!(error instanceof Stale)) setStatus(error.message, true);
   }
 }
 
