@@ -27,17 +27,19 @@ import structlog
 from agent_core.access import MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import LeaseLost
-from agent_core.events import Reply, utcnow
+from agent_core.events import ConversationKey, Reply, utcnow
 from agent_core.faults import FaultPoints
+from agent_core.journaled import lag_note
 from agent_core.loop import TurnRunner
 from agent_core.memory_upkeep import MemoryUpkeep
-from agent_core.records import JobRecord, TurnRecord, TurnStatus
+from agent_core.records import LATE_AFTER, JobRecord, TurnRecord, TurnStatus
 from agent_core.revocation import JOB_REFUSED, NO_ACCESS, deliver_note
 from agent_core.stores import JobStore, Journal
 from agent_core.turn_lease import heartbeat
 
 log = structlog.get_logger("chatgate.jobs")
 
+LATE_NOTE = "Schedule {id}: this run was due at {due:%Y-%m-%d %H:%M} UTC ({lag})."
 PAUSED_NOTE = (
     "I paused schedule {id} after {failures} failed runs in a row. Fix what it needs and "
     "resume it with /jobs."
@@ -146,6 +148,9 @@ class JobRunner:
                 raise
 
     async def _run(self, job: JobRecord, *, owner: str) -> None:
+        if job.kind == "message":
+            await self._remind(job, owner=owner)
+            return
         if job.kind != "turn":
             await self._run_upkeep(job, owner=owner)
             return
@@ -157,6 +162,7 @@ class JobRunner:
             ):
                 await self._refuse(job, turn, owner=owner)
                 return
+            await self._say_if_late(job, turn.conversation, owner=owner)
             turn = await self._store.start_turn(job.turn_id)
             last = job.attempts >= self.policy.max_attempts
             try:
@@ -195,6 +201,66 @@ class JobRunner:
                 )
             )
             await self._store.note_sent(outcome.note_id, receipt=receipt)
+
+    async def _remind(self, job: JobRecord, *, owner: str) -> None:
+        """A reminder: post the schedule's text as it is, no model call. The post is
+        stored once and sent under one idempotency key, so a retry after a crash sends
+        it again only under the same key, which platforms that can dedupe on do."""
+        assert job.turn_id is not None
+        turn = await self._store.load_turn(job.turn_id)
+        if self._may_talk is not None and not await self._may_talk(turn.user, turn.conversation):
+            await self._refuse(job, turn, owner=owner)
+            return
+        await self._say_if_late(job, turn.conversation, owner=owner)
+        found = await self._store.reminder(job.id, owner=owner)
+        if found is None:
+            raise LeaseLost(f"job {job.id}")
+        note_id, text, receipt = found
+        error = None
+        if receipt is None:
+            reply = Reply(conversation=turn.conversation, text=text,
+                          idempotency_key=f"job:{job.id}:message")  # fmt: skip
+            try:
+                receipt = await self._outbound.send(reply)
+            except (asyncio.CancelledError, LeaseLost):
+                raise
+            except Exception as exc:
+                if job.attempts < self.policy.max_attempts:
+                    await self._failed_attempt(job, exc, owner=owner)
+                    return
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                await self._store.note_sent(note_id, receipt=receipt)
+        await self._store.finish_job(
+            job.id,
+            owner=owner,
+            turn_status="failed" if error else "done",
+            error=error,
+            failure_limit=self.policy.failure_limit,
+            pause_note=PAUSED_NOTE,
+        )
+        log.info("reminder posted" if error is None else "reminder not delivered", error=error)
+
+    async def _say_if_late(self, job: JobRecord, where: ConversationKey, *, owner: str) -> None:
+        """A schedule run that started over a minute after its time says so in the chat
+        first (once), with how late it is."""
+        times = None if job.run_id is None else await self._store.run_times(job.run_id)
+        if times is None:
+            return
+        due, started = times
+        if started is None:
+            return
+        lag = (started - due).total_seconds()
+        if lag <= LATE_AFTER.total_seconds():
+            return
+        text = LATE_NOTE.format(id=job.schedule_id, due=due, lag=lag_note(lag, late=True))
+        found = await self._store.job_note(job.id, "late", text, owner=owner)
+        if found is None:
+            raise LeaseLost(f"job {job.id}")
+        note_id, receipt = found
+        if receipt is None:
+            await deliver_note(self._store, self._outbound, where, note_id, text,
+                               key=f"job:{job.id}:late")  # fmt: skip
 
     async def _refuse(self, job: JobRecord, turn: TurnRecord, *, owner: str) -> None:
         """The job's owner may no longer talk to the agent: no model call; the job ends,

@@ -29,8 +29,12 @@ TurnState: TypeAlias = Literal["received", "working", "waiting", "done", "failed
 StepStatus: TypeAlias = Literal["started", "done", "failed", "ambiguous"]
 ScheduleStatus: TypeAlias = Literal["active", "paused", "done", "deleted"]
 MissedPolicy: TypeAlias = Literal["skip", "run_once", "catch_up"]
+# ``catch_up`` (what people and the model say) -> the policy as stored.
+CATCH_UP: dict[str, MissedPolicy] = {"skip": "skip", "latest": "run_once", "all": "catch_up"}
 JobStatus: TypeAlias = Literal["queued", "running", "waiting", "done", "failed"]
-JobKind: TypeAlias = Literal["turn", "extract", "maintain"]
+JobKind: TypeAlias = Literal["turn", "message", "extract", "maintain"]
+# What a schedule's run does: a turn, or post its text as it is (a reminder).
+RunAction: TypeAlias = Literal["agent", "message"]
 PairingOutcome: TypeAlias = Literal["new", "pending", "throttled"]
 
 
@@ -338,6 +342,7 @@ class NewSchedule:
     limit: int | None = None
     # Each run starts at a moment in [slot, slot + jitter_seconds], spread evenly.
     jitter_seconds: int = 0
+    action: RunAction = "agent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -416,6 +421,7 @@ class ScheduleRecord:
     targets: tuple[str, ...] = ()
     runs: tuple[RunRecord, ...] = ()
     jitter_seconds: int = 0
+    action: RunAction = "agent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -445,6 +451,8 @@ class JobRecord:
     user: str | None = None
     status: JobStatus
     attempts: int
+    # The schedule run it delivers (None for ``bg`` and upkeep jobs).
+    run_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

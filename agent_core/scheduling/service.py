@@ -12,7 +12,13 @@ from typing import Literal, TypeAlias
 
 from agent_core.errors import NotAllowedToChange, ScheduleNotFound
 from agent_core.events import utcnow
-from agent_core.records import DueSchedule, MissedPolicy, NewSchedule, ScheduleRecord
+from agent_core.records import (
+    DueSchedule,
+    MissedPolicy,
+    NewSchedule,
+    RunAction,
+    ScheduleRecord,
+)
 from agent_core.scheduling.jitter import parse_jitter
 from agent_core.scheduling.recurrence import (
     Recurrence,
@@ -59,6 +65,7 @@ class Schedules:
         also_in: Sequence[str] = (),
         creation_key: str | None = None,
         jitter: str | None = None,
+        action: RunAction = "agent",
         now: datetime | None = None,
     ) -> tuple[ScheduleRecord, bool]:
         """Store a schedule whose results go to ``conversation_id`` (and, for admins, to
@@ -69,7 +76,8 @@ class Schedules:
         a recurrence more frequent than the minimum interval, an empty prompt, an unknown
         or forbidden extra conversation, a ``jitter`` window (``"5m"``: each run starts at a
         moment within 5 minutes after its slot) that is malformed or not shorter than the
-        time between runs, or too many schedules in the conversation.
+        time between runs, or too many schedules in the conversation. ``action``
+        "message" posts the prompt as it is at each slot, with no model call (a reminder).
         Returns (the schedule, False) when ``creation_key`` made it before."""
         now = now or utcnow()
         if not prompt.strip():
@@ -109,6 +117,7 @@ class Schedules:
                 creation_key=creation_key,
                 limit=self.limits.per_conversation,
                 jitter_seconds=jitter_seconds,
+                action=action,
             )
         )
 
@@ -219,9 +228,12 @@ class Schedules:
             if schedule.next_run_at is not None and status == "active"
             else ""
         )
+        what = _clip(schedule.prompt, 80)
+        if schedule.action == "message":
+            what = f"reminder: {what}"
         if schedule.jitter_seconds:
             when += f" (within {_seconds(timedelta(seconds=schedule.jitter_seconds))})"
-        return f"{schedule.id}: {when} [{status}{upcoming}]: {_clip(schedule.prompt, 80)}"
+        return f"{schedule.id}: {when} [{status}{upcoming}]: {what}"
 
 
 def _seconds(gap: timedelta) -> str:

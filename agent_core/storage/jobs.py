@@ -305,6 +305,64 @@ def finish(
     return JobOutcome(paused=schedule, note_id=note_id)
 
 
+def reminder(conn: Connection, job_id: int, *, owner: str) -> tuple[int, str, str | None] | None:
+    """A ``message`` job's post: its text (the queued turn's prompt) stored once as the
+    turn's answer, keyed ``job:ID:message``, and the turn done. (The note's id, the text,
+    its receipt when it was already delivered); None when the job is no longer ours."""
+    row = conn.execute(select(jobs).where(_OWNED), {"b_id": job_id, "b_owner": owner}).first()
+    if row is None or row.turn_id is None:
+        return None
+    key = f"job:{job_id}:message"
+    found = conn.execute(
+        select(messages.c.id, messages.c.text, messages.c.platform_message_id).where(
+            messages.c.delivery_key == key
+        )
+    ).first()
+    if found is not None:
+        return int(found.id), str(found.text), found.platform_message_id
+    text = str(conn.execute(select(turns.c.prompt).where(turns.c.id == row.turn_id)).scalar())
+    note_id = conn.execute(
+        journal.INSERT_MESSAGE,
+        {"conversation_id": row.conversation_id, "role": "assistant", "text": text,
+         "turn_id": row.turn_id, "delivery_key": key, "created_at": utcnow()},
+    ).scalar_one()  # fmt: skip
+    journal.finish_turn(conn, int(row.turn_id), status="done", error=None)
+    return int(note_id), text, None
+
+
+def run_times(conn: Connection, run_id: int) -> tuple[datetime, datetime | None] | None:
+    """A schedule run's planned start (its slot, or its jitter moment) and its start."""
+    row = conn.execute(
+        select(
+            func.coalesce(schedule_runs.c.due_at, schedule_runs.c.scheduled_for),
+            schedule_runs.c.started_at,
+        ).where(schedule_runs.c.id == run_id)
+    ).first()
+    return None if row is None else (row[0], row[1])
+
+
+def job_note(
+    conn: Connection, job_id: int, what: str, text: str, *, owner: str
+) -> tuple[int, str | None] | None:
+    """A system note of a job, stored once (keyed ``job:ID:WHAT``): (its id, its receipt
+    when delivered); None when the job is no longer ours."""
+    row = conn.execute(select(jobs).where(_OWNED), {"b_id": job_id, "b_owner": owner}).first()
+    if row is None:
+        return None
+    key = f"job:{job_id}:{what}"
+    found = conn.execute(
+        select(messages.c.id, messages.c.platform_message_id).where(messages.c.delivery_key == key)
+    ).first()
+    if found is not None:
+        return int(found.id), found.platform_message_id
+    note_id = conn.execute(
+        journal.INSERT_MESSAGE,
+        {"conversation_id": row.conversation_id, "role": "system", "text": text,
+         "turn_id": row.turn_id, "delivery_key": key, "created_at": utcnow()},
+    ).scalar_one()  # fmt: skip
+    return int(note_id), None
+
+
 def note_sent(conn: Connection, note_id: int, *, receipt: str) -> None:
     """The pause note was delivered."""
     conn.execute(
@@ -424,4 +482,5 @@ def _job(row: Row[Any]) -> JobRecord:
         user=row.user_id,
         status=row.status,
         attempts=int(row.attempts),
+        run_id=None if row.run_id is None else int(row.run_id),
     )

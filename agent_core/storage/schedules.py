@@ -22,7 +22,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import utcnow
-from agent_core.records import DueSchedule, NewSchedule, Planner, ScheduleRecord, ScheduleStatus
+from agent_core.records import (
+    CATCH_UP,
+    DueSchedule,
+    JobKind,
+    NewSchedule,
+    Planner,
+    ScheduleRecord,
+    ScheduleStatus,
+)
 from agent_core.scheduling.jitter import start_of
 from agent_core.scheduling.recurrence import ScheduleError
 from agent_core.storage import audit
@@ -63,6 +71,10 @@ _DUE = (
     .limit(bindparam("b_limit"))
 )
 _TARGETS = select(schedule_targets.c.schedule_id, schedule_targets.c.conversation_id)
+
+
+# The stored missed-run policy as ``catch_up`` names it.
+POLICY_NAMES = {stored: said for said, stored in CATCH_UP.items()}
 
 
 def new_schedule_id() -> str:
@@ -113,6 +125,7 @@ def create(conn: Connection, new: NewSchedule) -> tuple[ScheduleRecord, bool]:
             "failures": 0,
             "creation_key": new.creation_key,
             "jitter_seconds": new.jitter_seconds,
+            "action": new.action,
             "created_at": now,
             "updated_at": now,
         },
@@ -225,6 +238,8 @@ class RunToQueue:
     targets: Sequence[str]
     # When its jobs may start (None: now); a jittered run's moment in its window.
     due_at: datetime | None = None
+    # "turn", or "message": post the prompt as it is (a reminder).
+    kind: JobKind = "turn"
 
 
 def queued_turn_row(
@@ -244,9 +259,11 @@ def job_row(
     schedule_id: str | None = None,
     run_id: int | None = None,
     not_before: datetime | None = None,
+    kind: JobKind = "turn",
 ) -> dict[str, Any]:
-    """A queued job for a queued turn, due ``not_before`` (default now), as a row."""
-    return {"kind": "turn", "turn_id": turn_id, "conversation_id": conversation_id,
+    """A queued job for a queued turn (``kind`` "message": its prompt is posted as it is),
+    due ``not_before`` (default now), as a row."""
+    return {"kind": kind, "turn_id": turn_id, "conversation_id": conversation_id,
             "schedule_id": schedule_id, "run_id": run_id, "status": "queued", "attempts": 0,
             "not_before": max(not_before or now, now), "created_at": now}  # fmt: skip
 
@@ -270,7 +287,8 @@ def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -
         _INSERT_JOBS,
         [
             job_row(turn_id=turn_id, conversation_id=target, now=now,
-                    schedule_id=run.schedule_id, run_id=run.run_id, not_before=run.due_at)
+                    schedule_id=run.schedule_id, run_id=run.run_id, not_before=run.due_at,
+                    kind=run.kind)
             for (run, target), turn_id in zip(wanted, turn_ids, strict=True)
         ],
     ).scalars().all()  # fmt: skip
@@ -320,6 +338,7 @@ def dispatch_due(
         targets[schedule_id].append(target)
     fired: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []
+    skipped: list[tuple[Row[Any], datetime, datetime]] = []
     for row in rows:
         due = DueSchedule(
             id=row.id,
@@ -331,6 +350,11 @@ def dispatch_due(
             next_run_at=row.next_run_at,
         )
         slots, following = plan(due)
+        pending = _instant(row.next_run_at)
+        if pending <= now and (not slots or _instant(slots[0]) > pending):
+            # Missed slots the schedule's policy drops: none goes without a trace.
+            until = _instant(slots[0]) if slots else now
+            skipped.append((row, pending, until))
         fired += [{"schedule_id": row.id, "scheduled_for": slot, "created_at": now,
                    "due_at": start_of(row.id, slot, row.jitter_seconds), "started_at": None}
                   for slot in slots]  # fmt: skip
@@ -348,7 +372,9 @@ def dispatch_due(
             RunToQueue(schedule_id=f["schedule_id"], run_id=run_of[key],
                        user=by_schedule[f["schedule_id"]].created_by,
                        prompt=by_schedule[f["schedule_id"]].prompt,
-                       targets=targets[f["schedule_id"]], due_at=f["due_at"])
+                       targets=targets[f["schedule_id"]], due_at=f["due_at"],
+                       kind="message" if by_schedule[f["schedule_id"]].action == "message"
+                       else "turn")
             for f in fired
             if (key := (f["schedule_id"], _instant(f["scheduled_for"]))) in run_of
         ]  # fmt: skip
@@ -356,6 +382,13 @@ def dispatch_due(
         ready = [run.due_at is None or run.due_at <= now for run in runs for _ in run.targets]
         created = [job for job, now_due in zip(jobs_made, ready, strict=True) if now_due]
     conn.execute(_MOVE_ON, moved)
+    for row, since, until in skipped:
+        audit.append(
+            conn, actor="dispatcher", action="schedule.missed", subject=row.id,
+            conversation_id=row.conversation_id, now=now,
+            detail={"from": since.isoformat(), "until": until.isoformat(),
+                    "catch_up": POLICY_NAMES.get(row.missed, row.missed)},
+        )  # fmt: skip
     return len(rows), created
 
 
@@ -381,6 +414,7 @@ def record(row: Row[Any], *, targets: tuple[str, ...] = ()) -> ScheduleRecord:
         created_at=row.created_at,
         targets=targets,
         jitter_seconds=int(row.jitter_seconds),
+        action=row.action,
     )
 
 

@@ -315,6 +315,9 @@ schedules = Table(
     Column("status", String(16), nullable=False),
     Column("next_run_at", UTCDateTime()),
     Column("failures", Integer, nullable=False, default=0),
+    # What a run does: "agent" (a turn: the model answers the prompt) or "message" (the
+    # prompt is posted as it is, no model call: a reminder).
+    Column("action", String(16), nullable=False, default="agent", server_default="agent"),
     # Each run starts somewhere in [slot, slot + jitter] (0: at its slot).
     Column("jitter_seconds", Integer, nullable=False, default=0, server_default="0"),
     # The creating tool call's idempotency key: a re-run after a crash finds the same row.

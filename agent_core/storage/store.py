@@ -500,6 +500,20 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows):
             pause_note=pause_note,
         )
 
+    async def reminder(self, job_id: int, *, owner: str) -> tuple[int, str, str | None] | None:
+        """A ``message`` job's post, stored once: (note id, text, receipt if delivered)."""
+        return await self.database.write(job_sql.reminder, job_id, owner=owner)
+
+    async def run_times(self, run_id: int) -> tuple[datetime, datetime | None] | None:
+        """A schedule run's planned start and its start."""
+        return await self.database.read(job_sql.run_times, run_id)
+
+    async def job_note(
+        self, job_id: int, what: str, text: str, *, owner: str
+    ) -> tuple[int, str | None] | None:
+        """A job's system note, stored once: (its id, its receipt when delivered)."""
+        return await self.database.write(job_sql.job_note, job_id, what, text, owner=owner)
+
     async def note_sent(self, note_id: int, *, receipt: str) -> None:
         """Record a delivered note's receipt."""
         await self.database.write(job_sql.note_sent, note_id, receipt=receipt)

@@ -136,6 +136,20 @@ class JobStore(Protocol):
         """Close the job with its turn's outcome (see ``storage.jobs.finish``)."""
         ...
 
+    async def reminder(self, job_id: int, *, owner: str) -> tuple[int, str, str | None] | None:
+        """A ``message`` job's post, stored once: (note id, text, receipt if delivered)."""
+        ...
+
+    async def run_times(self, run_id: int) -> tuple[datetime, datetime | None] | None:
+        """A schedule run's planned start and its start."""
+        ...
+
+    async def job_note(
+        self, job_id: int, what: str, text: str, *, owner: str
+    ) -> tuple[int, str | None] | None:
+        """A job's system note, stored once: (its id, its receipt when delivered)."""
+        ...
+
     async def note_sent(self, note_id: int, *, receipt: str) -> None:
         """Record a delivered note's receipt."""
         ...

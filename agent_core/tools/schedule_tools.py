@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from agent_core.errors import ScheduleActionError
+from agent_core.records import CATCH_UP
 from agent_core.scheduling.recurrence import ScheduleError
 from agent_core.scheduling.service import Schedules
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
@@ -29,18 +30,25 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         missed: Literal["skip", "run_once", "catch_up"] = "run_once",
         also_in: Annotated[list[str], Field(max_length=20)] | None = None,
         jitter: Annotated[str, Field(max_length=20)] | None = None,
+        kind: Literal["agent", "message"] = "agent",
+        catch_up: Literal["skip", "latest", "all"] | None = None,
     ) -> str:
         """Run a prompt later or repeatedly; each run's answer is posted to this conversation.
 
         `schedule` is a 5-field cron expression ("0 9 * * 1-5": weekdays at 9:00),
         `every N{s,m,h,d}` ("every 2h"), `in N{s,m,h,d}` ("in 20m": once), or an ISO-8601
         time for one run ("2026-12-01T09:00"). Times and cron fields are read in `timezone`
-        (an IANA name such as "Europe/Berlin"; default: the server's). `missed` says what
-        happens to runs missed while chatgate was down: skip them, run once, or catch up.
+        (an IANA name such as "Europe/Berlin"; default: the server's). `catch_up` says what
+        happens to runs missed while chatgate was down: "skip" them, run the "latest" one
+        (default), or run "all" of them (up to a limit); `missed` is its older spelling.
         `also_in` (admins only) posts each run's answer to other chats too, named
         platform:channel (e.g. "slack:C0123", "web:ops"). `jitter` ("5m", at most "1h"),
         when the person says the exact minute does not matter, starts each run at some
         moment within that window after its time, so many runs due at once spread out.
+        `kind` "message" posts `prompt` itself at each run, word for word, with no thinking
+        ("remind me every Monday at 9 to send the report": prompt "Reminder: send the
+        report"); use it whenever the run needs no thought, and "agent" (the default) when
+        each run must look something up or write something new.
         """
         try:
             created, new = await schedules.create(
@@ -49,16 +57,19 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
                 prompt=prompt,
                 spec=schedule,
                 timezone=timezone,
-                missed=missed,
+                missed=CATCH_UP[catch_up] if catch_up is not None else missed,
                 also_in=also_in or (),
                 creation_key=context.idempotency_key,
                 jitter=jitter,
+                action=kind,
             )
         except ScheduleError as exc:
             raise ToolFailed(str(exc)) from None
         first = created.next_run_at
         when = f"{first:%Y-%m-%d %H:%M:%S} UTC" if first is not None else "never"
         verb = "Scheduled" if new else "Already scheduled"
+        if created.action == "message":
+            verb += " the reminder"
         return (
             f"{verb} {created.id}: {schedules.recurrence(created).describe()}; first run "
             f"{when}. Cancel with cancel_schedule({created.id!r}) or /cancel {created.id}."

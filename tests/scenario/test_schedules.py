@@ -117,6 +117,35 @@ def test_a_one_shot_created_through_the_model_fires_once_at_its_time(
     assert run["receipt"]
 
 
+def test_a_reminder_posts_its_text_at_its_time_with_no_model_request(
+    chatgate: GatewayProcess, model_server: FakeModelServer
+) -> None:
+    """``schedule_task(kind="message")``: at the slot the text itself is posted; the only
+    model requests are the two of the turn that created it. /jobs says it is a reminder."""
+    model_server.script(
+        tool_call(
+            "schedule_task",
+            {"prompt": "Reminder: send the report", "schedule": "in 2s", "kind": "message"},
+        ),
+        "I will remind you.",
+    )
+    chatgate.start(command="run")
+    accepted = chatgate.post("desk", "remind me to send the report in 2 seconds", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    _wait_for(chatgate, conversation_id, "I will remind you.")
+    _wait_for(chatgate, conversation_id, "Reminder: send the report")
+    time.sleep(1.5)  # more ticks: nothing fires twice, nothing asks the model
+    items = chatgate.messages(conversation_id)
+    assert _assistant(items) == ["I will remind you.", "Reminder: send the report"]
+    assert len(model_server.requests) == 2
+    chatgate.post("desk", "/jobs", id="m-2")
+    listing = _wait_for(chatgate, conversation_id, "reminder: Reminder: send the report")[-1]
+    [schedule] = listing["jobs"]
+    [run] = schedule["runs"]
+    assert (schedule["status"], run["status"]) == ("done", "done")
+    assert run["receipt"]
+
+
 def test_bg_runs_in_the_background_and_posts_the_answer_here(
     chatgate: GatewayProcess, model_server: FakeModelServer
 ) -> None:
