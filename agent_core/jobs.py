@@ -39,7 +39,7 @@ from agent_core.turn_lease import heartbeat
 
 log = structlog.get_logger("chatgate.jobs")
 
-LATE_NOTE = "Schedule {id}: this run was due at {due:%Y-%m-%d %H:%M} UTC ({lag})."
+LATE_NOTE = "Schedule {id}: this run was due at {due} UTC ({lag})."
 PAUSED_NOTE = (
     "I paused schedule {id} after {failures} failed runs in a row. Fix what it needs and "
     "resume it with /jobs."
@@ -69,6 +69,8 @@ class JobPolicy:
     backoff_seconds: float = 10.0
     backoff_max_seconds: float = 600.0
     failure_limit: int = 3
+    # A schedule run that starts later than this after its time says so in the chat.
+    late_after: timedelta = LATE_AFTER
 
     def backoff(self, attempts: int) -> timedelta:
         """The wait before attempt ``attempts + 1``: doubling, capped."""
@@ -251,9 +253,11 @@ class JobRunner:
         if started is None:
             return
         lag = (started - due).total_seconds()
-        if lag <= LATE_AFTER.total_seconds():
+        if lag <= self.policy.late_after.total_seconds():
             return
-        text = LATE_NOTE.format(id=job.schedule_id, due=due, lag=lag_note(lag, late=True))
+        # Seconds only where the time has them (a 09:00 digest reads "09:00").
+        at = f"{due:%Y-%m-%d %H:%M}" + (f":{due:%S}" if due.second or due.microsecond else "")
+        text = LATE_NOTE.format(id=job.schedule_id, due=at, lag=lag_note(lag, late=True))
         found = await self._store.job_note(job.id, "late", text, owner=owner)
         if found is None:
             raise LeaseLost(f"job {job.id}")

@@ -40,6 +40,7 @@ from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.process_identity import process_owner, take_over_leases
 from agent_core.profiles import Applied, Profiles
+from agent_core.records import LATE_AFTER
 from agent_core.sandbox.base import FILES_INSIDE, SandboxLimits, make_inbox
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
 from agent_core.scheduling.service import ScheduleLimits, Schedules
@@ -450,6 +451,8 @@ def build_core(
             max_attempts=settings.job_attempts,
             backoff_seconds=settings.job_backoff_seconds,
             failure_limit=settings.schedule_failure_limit,
+            # A run past its grace was missed: it says so however short the grace is.
+            late_after=min(LATE_AFTER, timedelta(seconds=settings.schedule_grace_seconds)),
         ),
         upkeep=MemoryUpkeep(store, summarizer),
         may_talk=membership.may_talk,

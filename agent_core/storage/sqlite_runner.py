@@ -64,12 +64,16 @@ class SQLiteRunner:
         self._here: Connection | None = None  # the loop's
         self._here_thread: int | None = None
         self._commits_here = 0
+        # Set while a checkpoint is queued or running on the thread: the loop's writes
+        # queue behind it instead, so a steady stream of them cannot starve its lock.
+        self._checkpointing = False
 
     async def write(self, fn: Callable[..., T], args: Any, kwargs: Any, *, here: bool) -> T:
         """Run ``fn(connection, *args, **kwargs)`` in a committed write transaction: on this
         thread when ``here`` and the database is free, else on the thread (grouped with the
         writes waiting beside it)."""
-        if here and not self._draining and (conn := self._connection_here()) is not None:
+        free = not self._draining and not self._checkpointing
+        if here and free and (conn := self._connection_here()) is not None:
             done, result = self._try_here(conn, fn, args, kwargs, read_only=False)
             if done:
                 self._committed_here()
@@ -147,7 +151,8 @@ class SQLiteRunner:
 
     def _committed_here(self) -> None:
         self._commits_here += 1
-        if self._commits_here % CHECKPOINT_EVERY == 0:
+        if self._commits_here % CHECKPOINT_EVERY == 0 and not self._checkpointing:
+            self._checkpointing = True
             self._thread.submit(self._checkpoint)
 
     # -- on the thread ---------------------------------------------------------------------
@@ -180,8 +185,15 @@ class SQLiteRunner:
         catches up with the last one, and a WAL is only reused once everything in it has been
         written back: alone, it lets the file grow without end. So it does the bulk of the
         copying, and a restart checkpoint then holds off writers for the few frames left and
-        for the readers still on the WAL, within ``RESTART_WAIT_MS``; writes that find the
-        lock taken meanwhile queue on this thread as for any other writer."""
+        for the readers still on the WAL, within ``RESTART_WAIT_MS``. Meanwhile the loop's
+        writes queue on this thread, behind it (without that, back-to-back writes on the
+        loop kept the lock busy past the wait often enough that the WAL grew)."""
+        try:
+            self._checkpoint_now()
+        finally:
+            self._checkpointing = False
+
+    def _checkpoint_now(self) -> None:
         with contextlib.suppress(Exception):
             raw = self._connection().connection.dbapi_connection
             assert raw is not None
