@@ -22,25 +22,25 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
-from pydantic import JsonValue
 
 from agent_core import tracing
 from agent_core.access import MayTalk
-from agent_core.budgets import BudgetLimits, Verdict, judge
+from agent_core.budgets import BudgetLimits
 from agent_core.busy_modes import BusyModes
 from agent_core.delivery import Outbound
-from agent_core.errors import ModelError, Stopped, Suspended
+from agent_core.errors import Stopped, Suspended
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import Prepared, TurnFiles
 from agent_core.history import Past
 from agent_core.journaled import ModelCallOutput
 from agent_core.live_reply import PENDING, LiveReply, Pacer
-from agent_core.model import ChatMessage, Model, TextSoFar
+from agent_core.model import ChatMessage, Model
+from agent_core.model_step import ModelStep
 from agent_core.profiles import Profiles
 from agent_core.records import BusyMode, FinishedStep, Role, StepStatus, TurnRecord, TurnStatus
 from agent_core.reply_step import ReplyStep, known_message
@@ -63,11 +63,6 @@ GAVE_UP_REPLY = (
 STEP_LIMIT_REPLY = (
     "I stopped after {steps} model calls without reaching an answer. Tell me how to go on, "
     "or narrow the task down."
-)
-NO_MODEL_REPLY = (
-    "No model is configured, so I cannot answer yet. Set CHATGATE_MODEL to a litellm model "
-    "name (for example openai/gpt-4o-mini), and CHATGATE_MODEL_API_BASE / "
-    "CHATGATE_MODEL_API_KEY for an OpenAI-compatible server, then restart chatgate."
 )
 
 
@@ -145,8 +140,10 @@ class TurnRunner:
         self._reply_step = ReplyStep(store, outbound, faults=faults, extract=extract_memories)
         self._model = model
         self._outbound = outbound
-        self._reply_max_tokens = reply_max_tokens
-        self._history_limit = history_limit
+        self._model_step = ModelStep(
+            store, history_limit=history_limit, reply_max_tokens=reply_max_tokens,
+            observer=observer,
+        )  # fmt: skip
         self._max_attempts = max_attempts
         self._max_steps = max_steps
         self._tools = tools
@@ -455,7 +452,7 @@ class TurnRunner:
                 if before_step is not None:
                     await before_step()
                 stop.check(seq + 1)
-                output, past = await self._call_model(
+                output, past = await self._model_step.call(
                     turn,
                     setup,
                     seq,
@@ -493,96 +490,6 @@ class TurnRunner:
             seq += 2 * len(calls)
         text = STEP_LIMIT_REPLY.format(steps=self._max_steps)
         return _Answer(seq, "system", text, "step limit reached")
-
-    async def _start_model_call(
-        self, turn: TurnRecord, seq: int, past: Past | None, input: JsonValue
-    ) -> Past:
-        """Journal the call as started; the first call of a turn reads the past too."""
-        if past is not None:
-            await self._store.begin_step(turn.id, seq, kind="model_call", input=input)
-            return past
-        summary, records = await self._store.start_model_call(
-            turn, seq, input=input, history_limit=self._history_limit
-        )
-        return Past.of(summary, records)
-
-    async def _call_model(
-        self,
-        turn: TurnRecord,
-        setup: Setup,
-        seq: int,
-        past: Past | None,
-        current: list[ChatMessage],
-        specs: Sequence[Mapping[str, Any]],
-        *,
-        retry_errors: bool,
-        on_text: TextSoFar | None,
-        stop: StopSignal,
-    ) -> tuple[ModelCallOutput, Past]:
-        """Make the model call (journaled as started); return its output, not yet journaled,
-        and the past it saw."""
-        model = setup.model
-        if model is None:
-            past = await self._start_model_call(turn, seq, past, {})
-            output = ModelCallOutput(
-                role="system", text=NO_MODEL_REPLY, error="no model configured"
-            )
-            return output, past
-        # Packing asks the model for its window and tokenizer: litellm must be loaded (off
-        # the event loop) first.
-        await model.warm_up()
-        asked_input: dict[str, JsonValue] = {"model": model.name}
-        if setup.profile is not None:
-            asked_input["profile"] = setup.profile  # which profile answered, in the journal
-        past = await self._start_model_call(turn, seq, past, asked_input)
-        verdict = Verdict()
-        if setup.budgets.any:
-            spent = await self._store.spending(turn.conversation_id, turn.user, turn_id=turn.id)
-            verdict = judge(setup.budgets, spent)
-            if verdict.stop is not None:
-                log.info("budget reached", reason=verdict.stop)
-                output = ModelCallOutput(role="system", text=verdict.stop, error="budget reached")
-                return output, past
-        assert setup.prompter is not None
-        packed, past = await setup.prompter.prompt(turn, past, current)
-        prompt = packed.messages
-        asked = tracing.model_call_attributes(seq, model.name)
-        try:
-            with tracing.span("chatgate.model_call", asked) as span:
-                reply = await stop.race(
-                    model.complete(
-                        prompt, max_tokens=self._reply_max_tokens, tools=specs, on_text=on_text
-                    ),
-                    seq + 1,
-                )
-                span.set(tracing.model_reply_attributes(reply))
-        except ModelError as exc:
-            if retry_errors:
-                raise
-            output = ModelCallOutput(
-                role="system",
-                text=f"Sorry, the model could not be reached ({exc}). "
-                "Your message is saved; send it again to retry.",
-                error=str(exc),
-            )
-        else:
-            empty = not reply.text and not reply.tool_calls
-            text = "(the model returned an empty reply)" if empty else reply.text
-            if verdict.warning is not None and not reply.tool_calls:
-                text = f"{text}\n\n_{verdict.warning}_"
-            output = ModelCallOutput(
-                text=text,
-                tool_calls=reply.tool_calls,
-                model=reply.model,
-                messages=len(prompt),
-                context_tokens=dict(packed.tokens),
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                cost_usd=reply.cost_usd,
-            )
-            if self._observer:
-                self._observer.model_called(turn, output)
-        return output, past
 
 
 def _free_seq(turn: TurnRecord) -> int:

@@ -50,15 +50,14 @@ from workers.bootstrap import (
     access_policy,
     budget_limits,
     build_core,
-    build_model,
     build_profiles,
-    close_models,
     credentials,
     maintenance_cron,
     prepare_sandbox,
 )
 from workers.dispatcher import ScheduleDispatcher
 from workers.local_runner import InteractiveFirst, LocalRunner, tick_forever
+from workers.models import build_model, close_models
 
 log = structlog.get_logger("chatgate.gateway")
 

@@ -56,7 +56,7 @@ def _moment(value: str | None, option: str) -> datetime | None:
 def _model(settings: Settings, name: str | None, api_base: str | None, option: str) -> Model:
     """The model to replay with: ``name`` (the settings' own when None), on ``api_base``,
     or on the settings' server and key when it is on the same provider as theirs."""
-    from workers.bootstrap import model_named
+    from workers.models import model_named
 
     chosen = name or settings.model
     if not chosen:

@@ -17,7 +17,8 @@ from agent_core.sandbox.choose import choose_sandbox
 from agent_core.settings import Settings
 from agent_core.storage.database import Database, sqlite_path
 from gateway.doctor_schedules import schedule_lag
-from workers.bootstrap import build_model, sandbox_config
+from workers.bootstrap import sandbox_config
+from workers.models import build_model
 
 
 async def _database(settings: Settings) -> Check:

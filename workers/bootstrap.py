@@ -17,7 +17,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,7 +39,7 @@ from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.process_identity import process_owner, take_over_leases
-from agent_core.profiles import Applied, Profiles
+from agent_core.profiles import Profiles
 from agent_core.records import LATE_AFTER
 from agent_core.sandbox.base import FILES_INSIDE, SandboxLimits, make_inbox
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
@@ -57,94 +57,13 @@ from agent_core.tools.run_command import run_command_factory
 from agent_core.tools.schedule_tools import schedule_tools_factory
 from agent_core.tools.send_file import send_file_factory
 from workers.dispatcher import ScheduleDispatcher
+from workers.models import ProfileModels, build_model, close_models
 
 if TYPE_CHECKING:
     from workers.celery_app import CeleryJobQueue
 
 log = structlog.get_logger("chatgate.worker")
 T = TypeVar("T")
-
-
-def build_model(settings: Settings, name: str | None = None) -> Model | None:
-    """The configured model (or the model ``name`` on the same provider settings), or None
-    when ``CHATGATE_MODEL`` is unset."""
-    if not settings.model:
-        return None
-    from agent_core.model_litellm import LiteLLMModel
-    from workers.http_poster import AiohttpPoster
-
-    return LiteLLMModel(
-        name or settings.model,
-        api_base=settings.model_api_base,
-        api_key=settings.model_api_key.get_secret_value() if settings.model_api_key else None,
-        fallbacks=settings.fallback_models,
-        timeout=settings.model_timeout,
-        retries=settings.model_retries,
-        context_tokens=settings.model_context_tokens,
-        http=AiohttpPoster(timeout=settings.model_timeout),
-        vision={"auto": None, "true": True, "false": False}[settings.model_vision],
-    )
-
-
-def model_named(
-    settings: Settings, name: str, *, api_base: str | None, fallbacks: Sequence[str] = ()
-) -> Model:
-    """The model ``name`` on ``api_base``, or on the settings' server and key when it is on
-    the same provider as ``CHATGATE_MODEL`` (a profile's, a replay's)."""
-    from agent_core.model_litellm import LiteLLMModel, same_provider
-    from workers.http_poster import AiohttpPoster
-
-    shared = same_provider(name, settings.model or "")
-    key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
-    return LiteLLMModel(
-        name,
-        api_base=api_base or (settings.model_api_base if shared else None),
-        api_key=key if shared else None,
-        fallbacks=list(fallbacks),
-        timeout=settings.model_timeout,
-        retries=settings.model_retries,
-        context_tokens=settings.model_context_tokens if shared else None,
-        http=AiohttpPoster(timeout=settings.model_timeout),
-        vision={"auto": None, "true": True, "false": False}[settings.model_vision],
-    )
-
-
-class ProfileModels:
-    """The model each profile names (with its server and fallbacks), built the first time
-    a turn needs it, once; where it is the settings' own, the process's model."""
-
-    def __init__(self, settings: Settings, default: Model | None) -> None:
-        self._settings = settings
-        self._default = default
-        self._built: dict[tuple[str, str | None, tuple[str, ...]], Model] = {}
-
-    def __call__(self, applied: Applied) -> Model | None:
-        settings = self._settings
-        if applied.model is None:
-            return None
-        key = (applied.model, applied.api_base, applied.fallbacks)
-        if key == (settings.model, settings.model_api_base, tuple(settings.fallback_models)):
-            return self._default
-        found = self._built.get(key)
-        if found is None:
-            found = self._built[key] = self._build(applied.model, applied.api_base, key[2])
-        return found
-
-    def _build(self, name: str, api_base: str | None, fallbacks: tuple[str, ...]) -> Model:
-        return model_named(self._settings, name, api_base=api_base, fallbacks=fallbacks)
-
-    def built(self) -> list[Model]:
-        """The models built for profiles (the process closes them at the end)."""
-        return list(self._built.values())
-
-
-async def close_models(*models: Model | None) -> None:
-    """Close each model once (the summarizer may be the model itself); a failure is logged."""
-    for model in {id(m): m for m in models if m is not None}.values():
-        try:
-            await model.aclose()
-        except Exception:
-            log.exception("closing the model client failed", model=model.name)
 
 
 def load_secrets(settings: Settings, environ: Mapping[str, str] | None = None) -> Secrets:

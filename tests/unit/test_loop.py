@@ -9,7 +9,8 @@ import pytest
 
 from agent_core.errors import LeaseLost, ModelError
 from agent_core.events import InboundMessage
-from agent_core.loop import NO_MODEL_REPLY, TurnRunner
+from agent_core.loop import TurnRunner
+from agent_core.model_step import NO_MODEL_REPLY
 from agent_core.storage import ledger
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store

@@ -27,8 +27,8 @@ from agent_core.storage.store import Store
 from agent_core.testing import RecordingJobQueue, RecordingOutbound, turn_runner
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.test_memory import _conversation
-from workers.bootstrap import build_model
 from workers.dispatcher import ScheduleDispatcher, latest_slot
+from workers.models import build_model
 
 NIGHTLY = "0 3 * * *"
 ALICE = "web:alice"
