@@ -227,10 +227,8 @@ class JobRunner:
             except (asyncio.CancelledError, LeaseLost):
                 raise
             except Exception as exc:
-                if job.attempts < self.policy.max_attempts:
-                    await self._failed_attempt(job, exc, owner=owner)
+                if (error := await self._retry_or_give_up(job, exc, owner=owner)) is None:
                     return
-                error = f"{type(exc).__name__}: {exc}"
             else:
                 await self._store.note_sent(note_id, receipt=receipt)
         await self._store.finish_job(
@@ -293,10 +291,8 @@ class JobRunner:
         except (asyncio.CancelledError, LeaseLost):
             raise
         except Exception as exc:
-            if job.attempts < self.policy.max_attempts:
-                await self._failed_attempt(job, exc, owner=owner)
+            if (error := await self._retry_or_give_up(job, exc, owner=owner)) is None:
                 return
-            error = f"{type(exc).__name__}: {exc}"
             log.error("job failed for good", error=error)
         await self._store.finish_job(
             job.id,
@@ -307,6 +303,14 @@ class JobRunner:
             pause_note=PAUSED_NOTE,
         )
         log.info("job finished", status="failed" if error else "done")
+
+    async def _retry_or_give_up(self, job: JobRecord, exc: Exception, *, owner: str) -> str | None:
+        """A failed attempt: back in the queue with backoff (None), or, on the last one,
+        the error the job ends with."""
+        if job.attempts < self.policy.max_attempts:
+            await self._failed_attempt(job, exc, owner=owner)
+            return None
+        return f"{type(exc).__name__}: {exc}"
 
     async def _failed_attempt(self, job: JobRecord, exc: Exception, *, owner: str) -> None:
         error = f"{type(exc).__name__}: {exc}"

@@ -92,6 +92,28 @@ async def test_a_reminder_whose_post_was_stored_but_not_sent_sends_it_once(
     assert count == 1
 
 
+async def test_a_reminder_sent_before_its_worker_died_is_not_sent_again(
+    database: Database,
+) -> None:
+    """The post went out and its receipt was stored, then the worker died before closing
+    the job: the next one closes it with that receipt and sends nothing."""
+    harness = Harness(database, ScriptedModel())
+    job_id = await _fire(harness, "every 1h", action="message")
+    assert await harness.jobs.claim(job_id, owner="w1") is not None
+    found = await harness.store.reminder(job_id, owner="w1")
+    assert found is not None
+    await harness.store.note_sent(found[0], receipt="web:first")
+    await database.write(
+        lambda conn: conn.execute(
+            update(jobs).values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
+    )
+    assert await harness.jobs.run(job_id, owner="w2") is not None
+    assert _texts(harness) == []
+    row = await harness.job_row(job_id)
+    assert (row["status"], row["receipt"]) == ("done", "web:first")
+
+
 async def test_a_run_that_starts_late_says_so_first(database: Database) -> None:
     """A run planned three minutes ago starts now: a note with its time and how late it
     is goes first, once, then the answer; an on-time run has no note."""
@@ -115,10 +137,6 @@ async def test_a_run_that_starts_late_says_so_first(database: Database) -> None:
     other = await _fire(on_time, "every 1h")
     assert await on_time.jobs.run(other, owner="w1") is not None
     assert _texts(on_time) == ["fine"]
-
-
-def test_catch_up_names_the_stored_policies() -> None:
-    assert CATCH_UP == {"skip": "skip", "latest": "run_once", "all": "catch_up"}
 
 
 async def test_missed_runs_a_policy_drops_leave_a_trace(database: Database) -> None:
