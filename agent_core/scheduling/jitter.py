@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from agent_core.scheduling.recurrence import ScheduleError
 
 MAX_JITTER = timedelta(hours=1)
-_WINDOW = re.compile(r"(?:within\s+)?(?P<count>\d+)\s*(?P<unit>s|sec|secs|seconds?|m|min|mins"
+_WINDOW = re.compile(r"(?:within\s+)?(?P<count>[0-9]+)\s*(?P<unit>s|sec|secs|seconds?|m|min|mins"
                      r"|minutes?|h|hr|hrs|hours?)")  # fmt: skip
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
 

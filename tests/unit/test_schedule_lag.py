@@ -102,7 +102,7 @@ def test_jitter_is_typed_as_a_window(typed: str | None, seconds: int) -> None:
     assert parse_jitter(typed) == seconds
 
 
-@pytest.mark.parametrize("typed", ["2h", "soon", "5 parsecs", "-5m"])
+@pytest.mark.parametrize("typed", ["2h", "soon", "5 parsecs", "-5m", "\uff15m", "\u0665m"])
 def test_a_bad_jitter_says_what_is_wrong(typed: str) -> None:
     with pytest.raises(ScheduleError):
         parse_jitter(typed)
