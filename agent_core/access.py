@@ -24,6 +24,9 @@ from agent_core.events import ConversationKey, InboundMessage
 AccessMode: TypeAlias = Literal["pairing", "allowlist", "open"]
 Verdict: TypeAlias = Literal["allow", "pair", "refuse"]
 
+TRIGGER_USER = "trigger:"
+"""The prefix of the user a trigger's turns run as (``agent_core.triggers.user_of``)."""
+
 CONSOLE_OPERATOR = "console:operator"
 """Who acts from the operator console (its token holder, or a loopback client): an admin
 everywhere. No platform's events carry this id (theirs start with the platform's name)."""
@@ -120,12 +123,23 @@ class Membership:
     """Whether a person may talk to the agent in a conversation now: the policy, then
     (only when the policy alone does not let them in) whether they are paired."""
 
-    def __init__(self, policy: AccessPolicy, is_paired: Callable[[str], Awaitable[bool]]) -> None:
+    def __init__(
+        self,
+        policy: AccessPolicy,
+        is_paired: Callable[[str], Awaitable[bool]],
+        trigger_exists: Callable[[str], Awaitable[bool]] | None = None,
+    ) -> None:
         self._policy = policy
         self._is_paired = is_paired
+        self._trigger_exists = trigger_exists
 
     async def may_talk(self, user: str, where: ConversationKey, team: str | None = None) -> bool:
-        """True when ``user`` may talk to the agent in ``where``."""
+        """True when ``user`` may talk to the agent in ``where``. A trigger's turns
+        (``trigger:ID``) may while the trigger exists: whoever made it let it in, and no
+        allow entry or access mode speaks for it."""
+        if user.startswith(TRIGGER_USER):
+            trigger_id = user.removeprefix(TRIGGER_USER)
+            return self._trigger_exists is not None and await self._trigger_exists(trigger_id)
         if self._policy.admits(user, where, paired=False, team=team):
             return True
         paired = await self._is_paired(user)

@@ -119,6 +119,19 @@ COMMANDS: tuple[Command, ...] = (
         answer="private",
     ),
     Command(
+        name="triggers",
+        description="Triggers that post here and their latest fires (admins: pause, delete)",
+        arguments=(
+            Argument(
+                name="action",
+                description="what to do to one",
+                choices=("pause", "resume", "delete"),
+            ),
+            Argument(name="id", description="the trigger (see /triggers)"),
+        ),
+        answer="private",
+    ),
+    Command(
         name="approve",
         description="Approve a pending tool call",
         arguments=(

@@ -21,6 +21,7 @@ CommandName: TypeAlias = Literal[
     "forget",
     "model",
     "profile",
+    "triggers",
 ]
 
 _COMMAND = re.compile(r"^/?(?P<name>[a-z]+)(?:\s+(?P<args>.*))?$", re.DOTALL)

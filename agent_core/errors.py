@@ -6,6 +6,10 @@
     │   ├── ModelError         every model (and fallback) failed for a call
     │   ├── StorageError       the database refused or could not be reached
     │   └── DeliveryError      an outbound message could not be delivered
+    ├── TriggerError           a trigger cannot fire or change (the message says why)
+    │   ├── TriggerNotFound    no such trigger (or deleted)
+    │   ├── TriggerPaused      it is paused: fires are refused until it is resumed
+    │   └── TriggerRateLimited more fires in the last hour than it allows
     ├── ApprovalError          a decision that cannot be taken (told to the person who tried)
     │   ├── ApprovalNotFound   no approval has that id
     │   ├── AlreadyDecided     someone decided first
@@ -110,6 +114,38 @@ class ScheduleNotFound(ScheduleActionError):
 
 class NotAllowedToChange(ScheduleActionError):
     """Only the schedule's creator or an admin may change it."""
+
+
+class TriggerError(ChatgateError):
+    """A trigger cannot fire, or cannot be changed; the message says why."""
+
+
+class TriggerNotFound(TriggerError):
+    """No such trigger (or it was deleted, or is not this conversation's)."""
+
+    def __str__(self) -> str:
+        return f"no trigger {self.args[0]}"
+
+
+class TriggerPaused(TriggerError):
+    """The trigger is paused: a fire is refused (nothing queued) until it is resumed."""
+
+    def __str__(self) -> str:
+        return f"trigger {self.args[0]} is paused"
+
+
+class TriggerRateLimited(TriggerError):
+    """The trigger took its ``per_hour`` fires in the last hour."""
+
+    def __init__(self, trigger_id: str, *, retry_after: float) -> None:
+        super().__init__(trigger_id, retry_after)
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return (
+            f"trigger {self.args[0]} fired as often as it may in an hour; try again in "
+            f"{self.retry_after:.0f} s"
+        )
 
 
 class PairingRefused(Exception):

@@ -32,6 +32,10 @@ _REFUSAL_EVERY = 3600.0
 class GateStore(Ledger, AccessStore, Protocol):
     """What this module asks of the storage."""
 
+    async def trigger_exists(self, trigger_id: str) -> bool:
+        """Whether a trigger is active or paused (its queued turns may run)."""
+        ...
+
 
 class Gatekeeper:
     """Decides whether a message may open a turn, and answers those that may not."""
@@ -55,7 +59,7 @@ class Gatekeeper:
         self._pairing_ttl = pairing_ttl
         self._max_pending = max_pending
         self._refused: dict[str, float] = {}
-        self._membership = Membership(policy, store.is_paired)
+        self._membership = Membership(policy, store.is_paired, store.trigger_exists)
 
     def is_admin(self, user: str) -> bool:
         """Is this user one of the admins (``CHATGATE_ADMINS``)?"""

@@ -35,6 +35,7 @@ from agent_core.memory_upkeep import MemoryUpkeep
 from agent_core.records import LATE_AFTER, JobRecord, TurnRecord, TurnStatus
 from agent_core.revocation import JOB_REFUSED, NO_ACCESS, deliver_note
 from agent_core.stores import JobStore, Journal
+from agent_core.triggers import trigger_of
 from agent_core.turn_lease import heartbeat
 
 log = structlog.get_logger("chatgate.jobs")
@@ -267,8 +268,9 @@ class JobRunner:
     async def _refuse(self, job: JobRecord, turn: TurnRecord, *, owner: str) -> None:
         """The job's owner may no longer talk to the agent: no model call; the job ends,
         its schedule pauses, and the conversation is told."""
-        kind = "schedule" if job.schedule_id else "bg"
-        text = JOB_REFUSED[kind].format(id=job.schedule_id, user=turn.user)
+        trigger_id = trigger_of(turn.user)
+        kind = "schedule" if job.schedule_id else "bg" if trigger_id is None else "trigger"
+        text = JOB_REFUSED[kind].format(id=job.schedule_id or trigger_id, user=turn.user)
         note_id = await self._store.refuse_job(job.id, owner=owner, error=NO_ACCESS, note=text)
         log.warning("job not run: its owner lost access", user=turn.user)
         if note_id is not None:

@@ -96,6 +96,8 @@ class RunItem:
     # Seconds from when it was planned to start to when it started (None: not started).
     lag_seconds: float | None = None
     late: bool = False
+    # A quiet run (``notify = "if_notable"``) that found nothing worth posting.
+    nothing_to_report: bool = False
 
     def lag_note(self) -> str:
         """How late it started, in words ("" until it started)."""

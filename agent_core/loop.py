@@ -20,6 +20,7 @@ is sent again with the same key, which the sender uses to avoid a duplicate.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,7 @@ from typing import Protocol
 
 import structlog
 
-from agent_core import tracing
+from agent_core import notable, tracing
 from agent_core.access import MayTalk
 from agent_core.budgets import BudgetLimits
 from agent_core.busy_modes import BusyModes
@@ -310,6 +311,16 @@ class TurnRunner:
                         await pacer.close()
                     if marks is not None:
                         await marks.stop()
+                if turn.quiet and answer.role == "assistant" and answer.error is None:
+                    sifted = notable.sift(answer.text)
+                    if not sifted.post:
+                        log.info("quiet run: nothing to report", reason=sifted.text)
+                        await self._store.record_quiet_answer(
+                            turn, answer.seq, report=sifted.text, answered=answer.answered
+                        )
+                        status = "done"
+                        return status
+                    answer = dataclasses.replace(answer, text=sifted.text)
                 final: TurnStatus = "failed" if answer.error else "done"
                 if marks is not None:
                     await marks.end("failed" if answer.error else "done")
@@ -376,6 +387,8 @@ class TurnRunner:
 
     async def _prepare(self, turn: TurnRecord, model: Model | None) -> Prepared:
         """The turn's message, with the files that came with it (fetched once)."""
+        if turn.quiet:  # a scheduled check: it says whether its answer is worth posting
+            return Prepared(ChatMessage(role="user", content=notable.ask(turn.trigger_text)))
         if self._files is None or model is None or not turn.has_files:
             return Prepared(ChatMessage(role="user", content=turn.trigger_text))
         await model.warm_up()  # litellm's model map says whether it sees images
@@ -384,8 +397,8 @@ class TurnRunner:
     async def _live(self, turn: TurnRecord, setup: Setup) -> LiveReply | None:
         """Where the turn's reply is shown as it is written, if its platform does that;
         the message an earlier attempt posted and did not journal is looked for first."""
-        if setup.model is None or not self._stream_replies:
-            return None
+        if setup.model is None or not self._stream_replies or turn.quiet:
+            return None  # (a quiet run's answer is a verdict until it is read)
         live = self._outbound.live(
             turn.conversation,
             key=str(turn.id),

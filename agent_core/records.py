@@ -35,6 +35,9 @@ JobStatus: TypeAlias = Literal["queued", "running", "waiting", "done", "failed"]
 JobKind: TypeAlias = Literal["turn", "message", "extract", "maintain"]
 # What a schedule's run does: a turn, or post its text as it is (a reminder).
 RunAction: TypeAlias = Literal["agent", "message"]
+# Whether a schedule's run posts its answer always, or only when its model marks it notable.
+Notify: TypeAlias = Literal["always", "if_notable"]
+TriggerStatus: TypeAlias = Literal["active", "paused", "deleted"]
 PairingOutcome: TypeAlias = Literal["new", "pending", "throttled"]
 
 
@@ -160,6 +163,9 @@ class TurnRecord:
     error: str | None = None
     # Run by a job (a schedule's run, ``bg``) rather than opened by a person's message.
     queued: bool = False
+    # A schedule run with ``notify = "if_notable"``: its answer is posted only when its
+    # model marks it worth posting (``agent_core.notable``).
+    quiet: bool = False
     # Attempts before this one that ended, in a row, at the same place in the journal
     # (the process died there, or the turn raised): what the poison guard counts.
     stalls: int = 0
@@ -343,6 +349,7 @@ class NewSchedule:
     # Each run starts at a moment in [slot, slot + jitter_seconds], spread evenly.
     jitter_seconds: int = 0
     action: RunAction = "agent"
+    notify: Notify = "always"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -362,6 +369,14 @@ class RunRecord:
     # when its first turn started; None for a ``bg`` turn or a run not started yet.
     due_at: datetime | None = None
     started_at: datetime | None = None
+    # Its turn was quiet (``notify = "if_notable"``): done without a receipt is "nothing
+    # to report".
+    quiet: bool = False
+
+    @property
+    def nothing_to_report(self) -> bool:
+        """A quiet run that finished and posted nothing (its model found nothing notable)."""
+        return self.quiet and self.status == "done" and self.receipt is None
 
     @property
     def lag(self) -> float | None:
@@ -422,6 +437,7 @@ class ScheduleRecord:
     runs: tuple[RunRecord, ...] = ()
     jitter_seconds: int = 0
     action: RunAction = "agent"
+    notify: Notify = "always"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -477,3 +493,46 @@ class OwnedWork:
 
 Planner: TypeAlias = Callable[[DueSchedule], tuple[list[datetime], datetime | None]]
 """A due schedule's slots to fire now, and its next fire time (None: it is done)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerRecord:
+    """A trigger: a request to ``POST /api/triggers/{id}`` (or ``chatgate trigger fire``)
+    queues a turn in its conversation, asking its prompt about what the request carried."""
+
+    id: str
+    conversation_id: str
+    conversation: ConversationKey
+    prompt: str
+    per_hour: int
+    status: TriggerStatus
+    created_by: str
+    created_at: datetime
+    # Its latest fires, newest first, when asked for.
+    fires: tuple[FireRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireRecord:
+    """One fire of a trigger and what became of its turn (its job's receipt)."""
+
+    id: int
+    trigger_id: str
+    source: str
+    bytes: int
+    received_at: datetime
+    job_id: int
+    turn_id: int
+    status: JobStatus
+    receipt: str | None
+    error: str | None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fired:
+    """What a fire did: its receipt, and whether it was a repeat of an earlier request
+    with the same Idempotency-Key (then nothing new was queued)."""
+
+    fire: FireRecord
+    duplicate: bool

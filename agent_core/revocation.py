@@ -46,6 +46,7 @@ JOB_REFUSED = {
         "agent here."
     ),
     "bg": "The background task of {user} did not run: they may no longer use the agent here.",
+    "trigger": "A fire of trigger {id} did not run: the trigger was deleted before its turn.",
 }
 NO_ACCESS = "the owner may no longer use the agent here"
 

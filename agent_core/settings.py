@@ -326,6 +326,13 @@ class Settings(BaseSettings):
             "CHATGATE_SCHEDULES_PER_CONVERSATION", "schedules_per_conversation"
         ),
     )
+    # A trigger's request body, at most (a larger one gets 413), and fires per hour.
+    trigger_max_bytes: int = Field(
+        65_536, ge=1, le=1_048_576, validation_alias=AliasChoices("CHATGATE_TRIGGER_MAX_BYTES")
+    )
+    trigger_per_hour: int = Field(
+        60, ge=1, le=3600, validation_alias=AliasChoices("CHATGATE_TRIGGER_PER_HOUR")
+    )
     job_attempts: int = Field(
         4, ge=1, le=20, validation_alias=AliasChoices("CHATGATE_JOB_ATTEMPTS", "job_attempts")
     )

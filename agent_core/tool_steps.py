@@ -39,6 +39,7 @@ from agent_core.records import ApprovalRecord, ApprovalRequest, TurnRecord
 from agent_core.secrets import Secrets
 from agent_core.stores import ApprovalStore, Journal
 from agent_core.tools.base import InvalidArguments, Tool, ToolContext, ToolOutcome, TurnContext
+from agent_core.triggers import trigger_of
 
 log = structlog.get_logger("chatgate.tools")
 
@@ -114,7 +115,12 @@ class ToolRound:
             # Read once per round, and only if some call needs a permission decision.
             nonlocal granted
             if granted is None:
-                granted = await self._store.grants(turn.conversation_id, turn.user)
+                # A trigger's turn has no standing allowance: its input came from outside.
+                granted = (
+                    frozenset()
+                    if trigger_of(turn.user) is not None
+                    else await self._store.grants(turn.conversation_id, turn.user)
+                )
             return granted
 
         for index, call in enumerate(calls):
@@ -190,7 +196,7 @@ class ToolRound:
                 kind="tool",
                 tool=call.name,
                 arguments=_json(arguments),
-                approvers=rules.approvers(request),
+                approvers=_approvers(turn, rules, request),
                 expires_at=utcnow() + self._approval_ttl,
                 prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
                 call_id=call.id,
@@ -233,7 +239,7 @@ class ToolRound:
                 kind="recovery",
                 tool=call.name,
                 arguments=_json(arguments),
-                approvers=rules.approvers(request),
+                approvers=_approvers(turn, rules, request),
                 self_approve=rules.self_approve(request),
                 expires_at=utcnow() + self._approval_ttl,
                 prompt_text=(
@@ -385,3 +391,13 @@ def _refusal(verdict: Verdict) -> ToolOutcome:
 def _json(arguments: Mapping[str, Any]) -> JsonValue:
     converted: JsonValue = json.loads(json.dumps(arguments, default=str))
     return converted
+
+
+def _approvers(turn: TurnRecord, rules: Permissions, call: ToolCall) -> tuple[str, ...]:
+    """Who besides the requester and the admins may decide: the approvers the rules name;
+    for a trigger's turn, which no person requested, the people of its conversation when
+    the rules name nobody."""
+    named = rules.approvers(call)
+    if not named and trigger_of(turn.user) is not None:
+        return ("role:member",)
+    return named

@@ -36,7 +36,8 @@ from agent_core.settings import Settings
 from agent_core.storage.database import open_database
 from agent_core.storage.operations import Operations
 from agent_core.storage.store import Store
-from gateway import console, routes, upkeep
+from agent_core.triggers import Triggers
+from gateway import console, routes, trigger_routes, upkeep
 from gateway.children import Child
 from gateway.commands import ChatCommands
 from gateway.inbound import Inbound, submit_or_later
@@ -151,6 +152,7 @@ def build_app(
     api.add_routes(app)
     web_feedback.add_routes(app)
     console.add_routes(app)
+    trigger_routes.add_routes(app)
     chosen = model if model is not None else build_model(settings)
     faults = FaultPoints(settings.test_fault)
     hub = WebHub()
@@ -233,6 +235,13 @@ def build_app(
                 )
                 queue = local
             profiles = build_profiles(settings)
+            triggers = Triggers(
+                store,
+                functools.partial(submit_or_later, queue),
+                max_bytes=settings.trigger_max_bytes,
+                per_hour=settings.trigger_per_hour,
+                admins=with_operator(settings.admins),
+            )
             commands = ChatCommands(
                 store,
                 gate=gate,
@@ -241,6 +250,7 @@ def build_app(
                 budgets=budget_limits(settings),
                 busy_mode=settings.busy_mode,
                 profiles=profiles,
+                triggers=triggers,
             )
             files = store_for(settings)
             bucket = files if isinstance(files, BucketBlobs) else None
@@ -284,6 +294,7 @@ def build_app(
                 files=files,
                 uploads=Uploads(settings.state_dir.resolve(), bucket),
                 operations=Operations(database),
+                triggers=triggers,
             )
             app[RUNTIME] = runtime
             platforms.start(runtime.stopping, report_every=settings.deaf_check_seconds)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from gateway import cli_replay
+from gateway import cli_replay, cli_triggers
 
 if TYPE_CHECKING:
     from agent_core.settings import Settings
@@ -448,6 +448,7 @@ def discord_invite_url(
 
 
 cli_replay.register(app, _settings)
+cli_triggers.register(app, _settings)
 
 
 def main() -> None:

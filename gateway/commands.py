@@ -22,10 +22,16 @@ from agent_core.profiles import Profiles
 from agent_core.records import Accepted, BusyMode, RunRecord, ScheduleRecord
 from agent_core.scheduling.service import Schedules
 from agent_core.stores import FeedbackStore, JobStore, Ledger, UsageStore
+from agent_core.triggers import Triggers
+from gateway import trigger_commands
 
 
 class CommandStore(Ledger, JobStore, UsageStore, FeedbackStore, Protocol):
     """What this module asks of the storage."""
+
+    async def conversation_scope(self, conversation_id: str) -> list[str]:
+        """This conversation, and its channel's threads when it is a channel's own."""
+        ...
 
 
 class ChatCommands:
@@ -41,8 +47,10 @@ class ChatCommands:
         budgets: BudgetLimits | None = None,
         busy_mode: BusyMode = "queue",
         profiles: Profiles | None = None,
+        triggers: Triggers | None = None,
     ) -> None:
         self._store = store
+        self._triggers = triggers
         self._profiles_of = profiles
         self._busy_mode: BusyMode = busy_mode
         self._gate = gate
@@ -82,6 +90,16 @@ class ChatCommands:
                 await tell(*forget_me.question(event.user, now=utcnow()))
             case "model" | "profile":
                 await tell(await self._profiles(command, event, accepted))
+            case "triggers":
+                if self._triggers is None:
+                    await tell("Triggers are not available here.")
+                    return
+                scope = await self._store.conversation_scope(accepted.conversation_id)
+                await tell(
+                    await trigger_commands.answer(
+                        self._triggers, command.args, user=event.user, scope=scope
+                    )
+                )
 
     async def _profiles(
         self, command: ParsedCommand, event: InboundMessage, accepted: Accepted
@@ -215,6 +233,7 @@ class ChatCommands:
                     error=run.error,
                     lag_seconds=None if run.lag is None else round(run.lag, 3),
                     late=run.late,
+                    nothing_to_report=run.nothing_to_report,
                 )
                 for run in schedule.runs
             ),
@@ -284,6 +303,8 @@ def run_line(run: RunRecord) -> str:
         line += f", {lag}"
     if run.receipt:
         line += f", delivered ({run.receipt})"
+    elif run.nothing_to_report:
+        line += ", nothing to report"
     if run.error:
         line += f": {run.error}"
     return line

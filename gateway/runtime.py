@@ -17,6 +17,7 @@ from agent_core.scheduling.service import Schedules
 from agent_core.settings import Settings
 from agent_core.stores import Storage
 from agent_core.stores.operations import OperatorStore
+from agent_core.triggers import Triggers
 from gateway.commands import ChatCommands
 from gateway.inbound import Inbound
 from gateway.metrics import Metrics
@@ -46,6 +47,8 @@ class Runtime:
     uploads: Uploads
     # The operator's reads and actions (the console, erasure, retention, the audit log).
     operations: OperatorStore
+    # Triggers: ``POST /api/triggers/{id}`` and ``triggers`` in chat.
+    triggers: Triggers
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 

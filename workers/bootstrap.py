@@ -327,7 +327,7 @@ def build_core(
     secrets = load_secrets(settings)
     mcp = McpServers(settings.mcp.servers)
     schedules = build_schedules(settings, store)
-    membership = Membership(access_policy(settings), store.is_paired)
+    membership = Membership(access_policy(settings), store.is_paired, store.trigger_exists)
     tool_round = ToolRound(
         store,
         outbound=outbound,

@@ -101,6 +101,8 @@ def jobs_blocks(text: str, jobs: Sequence[ScheduleItem]) -> list[dict[str, Any]]
             line = f"• {escape_slack(at.replace('T', ' '))} UTC {escape_slack(run.status)}"
             if run.lag_note():
                 line += f", {'*' if run.late else ''}{run.lag_note()}{'*' if run.late else ''}"
+            if run.nothing_to_report:
+                line += ", nothing to report"
             if run.error:
                 line += f": {escape_slack(run.error)[:200]}"
             lines.append(line)

@@ -16,6 +16,7 @@ from agent_core.records import (
     DueSchedule,
     MissedPolicy,
     NewSchedule,
+    Notify,
     RunAction,
     ScheduleRecord,
 )
@@ -66,6 +67,7 @@ class Schedules:
         creation_key: str | None = None,
         jitter: str | None = None,
         action: RunAction = "agent",
+        notify: Notify = "always",
         now: datetime | None = None,
     ) -> tuple[ScheduleRecord, bool]:
         """Store a schedule whose results go to ``conversation_id`` (and, for admins, to
@@ -77,9 +79,15 @@ class Schedules:
         or forbidden extra conversation, a ``jitter`` window (``"5m"``: each run starts at a
         moment within 5 minutes after its slot) that is malformed or not shorter than the
         time between runs, or too many schedules in the conversation. ``action``
-        "message" posts the prompt as it is at each slot, with no model call (a reminder).
-        Returns (the schedule, False) when ``creation_key`` made it before."""
+        "message" posts the prompt as it is at each slot, with no model call (a reminder);
+        ``notify`` "if_notable" posts a run's answer only when its model marks it worth
+        posting (not for reminders, which are the post). Returns (the schedule, False)
+        when ``creation_key`` made it before."""
         now = now or utcnow()
+        if action == "message" and notify != "always":
+            raise ScheduleError(
+                "a reminder is its own post: notify if_notable needs kind agent (a run that thinks)"
+            )
         if not prompt.strip():
             raise ScheduleError("the prompt is empty: say what to do at each run")
         targets = [conversation_id]
@@ -118,6 +126,7 @@ class Schedules:
                 limit=self.limits.per_conversation,
                 jitter_seconds=jitter_seconds,
                 action=action,
+                notify=notify,
             )
         )
 
@@ -231,6 +240,8 @@ class Schedules:
         what = _clip(schedule.prompt, 80)
         if schedule.action == "message":
             what = f"reminder: {what}"
+        elif schedule.notify == "if_notable":
+            what = f"posts only when notable: {what}"
         if schedule.jitter_seconds:
             when += f" (within {_seconds(timedelta(seconds=schedule.jitter_seconds))})"
         return f"{schedule.id}: {when} [{status}{upcoming}]: {what}"

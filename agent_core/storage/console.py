@@ -504,8 +504,10 @@ def schedule_runs_of(conn: Connection, schedule_id: str, *, limit: int = 50) -> 
             schedule_runs.c.scheduled_for,
             schedule_runs.c.due_at,
             schedule_runs.c.started_at,
+            turns.c.quiet,
         )
         .outerjoin(schedule_runs, schedule_runs.c.id == jobs.c.run_id)
+        .outerjoin(turns, turns.c.id == jobs.c.turn_id)
         .where(jobs.c.schedule_id == schedule_id)
         .order_by(jobs.c.id.desc())
         .limit(limit)
@@ -526,6 +528,7 @@ def schedule_runs_of(conn: Connection, schedule_id: str, *, limit: int = 50) -> 
             "started_at": iso(row.started_at),
             "lag_seconds": None if run.lag is None else round(run.lag, 3),
             "late": run.late,
+            "nothing_to_report": run.nothing_to_report,
         }
         for row, run in zip(rows, shown, strict=True)
     ]

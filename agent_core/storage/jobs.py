@@ -444,8 +444,10 @@ def runs_of(
                 schedule_runs.c.scheduled_for,
                 schedule_runs.c.due_at,
                 schedule_runs.c.started_at,
+                turns.c.quiet,
             )
             .outerjoin(schedule_runs, schedule_runs.c.id == jobs.c.run_id)
+            .outerjoin(turns, turns.c.id == jobs.c.turn_id)
             .where(jobs.c.schedule_id == schedule_id)
             .order_by(jobs.c.id.desc())
             .limit(per_schedule)
@@ -469,6 +471,7 @@ def run(row: Row[Any]) -> RunRecord:
         attempts=int(row.attempts),
         due_at=row.due_at,
         started_at=row.started_at,
+        quiet=bool(row.quiet),
     )
 
 

@@ -211,6 +211,7 @@ def _turn_record(
         steps=tuple(_step(step) for step in steps),
         error=row.error,
         queued=row.prompt is not None,
+        quiet=bool(row.quiet),
         live_message=row.live_message,
         stop_requested_by=row.stop_requested_by,
         busy_mode=head.busy_mode,

@@ -78,15 +78,7 @@ def _run_now(conn: Connection, schedule_id: str, *, actor: str, now: datetime) -
             )
         ).scalars()
     ) or [row.conversation_id]
-    created = queue_run(
-        conn,
-        schedule_id=schedule_id,
-        user=row.created_by,
-        prompt=row.prompt,
-        targets=targets,
-        run_id=int(run_id),
-        now=now,
-    )
+    created = queue_run(conn, row, targets=targets, run_id=int(run_id), now=now)
     audit.append(
         conn, actor=actor, action="schedule.run_now", subject=schedule_id,
         detail={"jobs": created}, now=now,  # type: ignore[dict-item]

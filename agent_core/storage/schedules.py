@@ -126,6 +126,7 @@ def create(conn: Connection, new: NewSchedule) -> tuple[ScheduleRecord, bool]:
             "creation_key": new.creation_key,
             "jitter_seconds": new.jitter_seconds,
             "action": new.action,
+            "notify": new.notify,
             "created_at": now,
             "updated_at": now,
         },
@@ -240,15 +241,23 @@ class RunToQueue:
     due_at: datetime | None = None
     # "turn", or "message": post the prompt as it is (a reminder).
     kind: JobKind = "turn"
+    # Its turns post only what their model marks notable (``notify = "if_notable"``).
+    quiet: bool = False
 
 
 def queued_turn_row(
-    *, conversation_id: str, user: str, prompt: str, reply_to: str | None, now: datetime
+    *,
+    conversation_id: str,
+    user: str,
+    prompt: str,
+    reply_to: str | None,
+    now: datetime,
+    quiet: bool = False,
 ) -> dict[str, Any]:
     """A turn run by a job rather than by the conversation's lane, as a row to insert."""
     return {"conversation_id": conversation_id, "user_id": user, "reply_to": reply_to,
             "status": "pending", "attempts": 0, "lane": "queued", "prompt": prompt,
-            "created_at": now}  # fmt: skip
+            "quiet": quiet, "created_at": now}  # fmt: skip
 
 
 def job_row(
@@ -279,7 +288,7 @@ def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -
         _INSERT_TURNS,
         [
             queued_turn_row(conversation_id=target, user=run.user, prompt=run.prompt,
-                            reply_to=None, now=now)
+                            reply_to=None, now=now, quiet=run.quiet)
             for run, target in wanted
         ],
     ).scalars().all()  # fmt: skip
@@ -296,19 +305,21 @@ def queue_runs(conn: Connection, runs: Sequence[RunToQueue], *, now: datetime) -
 
 
 def queue_run(
-    conn: Connection,
-    *,
-    schedule_id: str,
-    user: str,
-    prompt: str,
-    targets: Sequence[str],
-    run_id: int,
-    now: datetime,
+    conn: Connection, schedule: Row[Any], *, targets: Sequence[str], run_id: int, now: datetime
 ) -> list[int]:
     """One run's deliveries: a queued turn and its job per target conversation; the jobs."""
-    run = RunToQueue(schedule_id=schedule_id, run_id=run_id, user=user, prompt=prompt,
-                     targets=targets)  # fmt: skip
-    return queue_runs(conn, [run], now=now)
+    return queue_runs(conn, [to_queue(schedule, run_id=run_id, targets=targets)], now=now)
+
+
+def to_queue(
+    schedule: Row[Any], *, run_id: int, targets: Sequence[str], due_at: datetime | None = None
+) -> RunToQueue:
+    """What a run of this schedule (a row of ``schedules``) queues."""
+    message = schedule.action == "message"
+    return RunToQueue(schedule_id=schedule.id, run_id=run_id, user=schedule.created_by,
+                      prompt=schedule.prompt, targets=targets, due_at=due_at,
+                      kind="message" if message else "turn",
+                      quiet=not message and schedule.notify == "if_notable")  # fmt: skip
 
 
 def dispatch_due(
@@ -369,12 +380,8 @@ def dispatch_due(
         # Runs in the order they were asked for; a slot fired elsewhere returns no row.
         run_of = {(r.schedule_id, _instant(r.scheduled_for)): int(r.id) for r in inserted}
         runs = [
-            RunToQueue(schedule_id=f["schedule_id"], run_id=run_of[key],
-                       user=by_schedule[f["schedule_id"]].created_by,
-                       prompt=by_schedule[f["schedule_id"]].prompt,
-                       targets=targets[f["schedule_id"]], due_at=f["due_at"],
-                       kind="message" if by_schedule[f["schedule_id"]].action == "message"
-                       else "turn")
+            to_queue(by_schedule[f["schedule_id"]], run_id=run_of[key],
+                     targets=targets[f["schedule_id"]], due_at=f["due_at"])
             for f in fired
             if (key := (f["schedule_id"], _instant(f["scheduled_for"]))) in run_of
         ]  # fmt: skip
@@ -415,6 +422,7 @@ def record(row: Row[Any], *, targets: tuple[str, ...] = ()) -> ScheduleRecord:
         targets=targets,
         jitter_seconds=int(row.jitter_seconds),
         action=row.action,
+        notify=row.notify,
     )
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
     true,
 )
@@ -194,6 +195,8 @@ turns = Table(
     Column("merged_into", Id),
     # The state shown on the turn's message (a reaction): the next mark replaces it.
     Column("marked", String(16)),
+    # A schedule run that posts only what its model marks worth posting (``notable``).
+    Column("quiet", Boolean, nullable=False, default=False, server_default=false()),
     Index("ix_turns_conversation_status", "conversation_id", "status", "id"),
     Index("ix_turns_status", "status"),
     Index("ix_turns_user_id", "user_id"),
@@ -320,6 +323,8 @@ schedules = Table(
     Column("action", String(16), nullable=False, default="agent", server_default="agent"),
     # Each run starts somewhere in [slot, slot + jitter] (0: at its slot).
     Column("jitter_seconds", Integer, nullable=False, default=0, server_default="0"),
+    # "always", or "if_notable": a run posts only what its model marks worth posting.
+    Column("notify", String(16), nullable=False, default="always", server_default="always"),
     # The creating tool call's idempotency key: a re-run after a crash finds the same row.
     Column("creation_key", String(64), unique=True),
     Column("created_at", UTCDateTime(), nullable=False),
@@ -539,4 +544,40 @@ feedback = Table(
     Index("ix_feedback_rating_turn", "rating", "turn_id"),
     Index("ix_feedback_conversation_id", "conversation_id"),
     Index("ix_feedback_user_id", "user_id"),
+)
+
+triggers = Table(
+    "triggers",
+    metadata,
+    # Short and typeable (``chatgate trigger fire tr_1a2b3c4d5e``).
+    Column("id", String(16), primary_key=True),
+    Column("conversation_id", String(32), ForeignKey("conversations.id"), nullable=False),
+    Column("prompt", Text, nullable=False),
+    # Presented as a bearer token, or the key of the request body's HMAC (so kept as is).
+    Column("secret", String(64), nullable=False),
+    # Fires accepted in any hour, at most.
+    Column("per_hour", Integer, nullable=False),
+    # active | paused | deleted (kept for its fires' receipts; the secret is blanked)
+    Column("status", String(16), nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=False),
+    Index("ix_triggers_conversation_id", "conversation_id"),
+)
+
+trigger_fires = Table(
+    "trigger_fires",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("trigger_id", String(16), ForeignKey("triggers.id"), nullable=False),
+    # The sender's Idempotency-Key: a second fire with it is the first one (NULL: none).
+    Column("idempotency_key", String(255)),
+    # "http" | "cli"
+    Column("source", String(16), nullable=False),
+    Column("bytes", Integer, nullable=False),
+    Column("turn_id", Id, ForeignKey("turns.id"), nullable=False),
+    Column("job_id", Id, ForeignKey("jobs.id"), nullable=False),
+    Column("received_at", UTCDateTime(), nullable=False),
+    UniqueConstraint("trigger_id", "idempotency_key", name="uq_trigger_fires_key"),
+    Index("ix_trigger_fires_trigger_received", "trigger_id", "received_at"),
 )

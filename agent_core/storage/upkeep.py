@@ -109,6 +109,30 @@ def reply_intent(
     return message_id
 
 
+def quiet_answer(
+    conn: Connection,
+    turn: TurnRecord,
+    seq: int,
+    *,
+    report: str,
+    answered: FinishedStep | None,
+) -> None:
+    """A quiet run's answer its model marked not worth posting, in one transaction: the
+    model call it came from, a reply step that posted nothing (its input keeps the
+    model's one-line reason), and the turn done. Nothing enters the history."""
+    if answered is not None:
+        journal.finish_step(
+            conn, turn.id, answered.seq, kind=answered.kind, status=answered.status,
+            output=answered.output,
+        )  # fmt: skip
+    journal.begin_step(
+        conn, turn.id, seq, kind="reply", input={"role": "assistant", "text": report,
+                                                 "posted": False},
+    )  # fmt: skip
+    journal.finish_step(conn, turn.id, seq, kind="reply", status="done", output={"posted": False})
+    journal.finish_turn(conn, turn.id, status="done", error=None)
+
+
 def finish_extraction(
     conn: Connection,
     job_id: int,

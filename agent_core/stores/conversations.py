@@ -239,6 +239,14 @@ class Journal(Marks, Protocol):
         with ``extract`` the job that picks durable facts out of the turn is queued in it."""
         ...
 
+    async def record_quiet_answer(
+        self, turn: TurnRecord, seq: int, *, report: str, answered: FinishedStep | None
+    ) -> None:
+        """A quiet run's answer not worth posting: the model call, a reply step that posted
+        nothing (with ``report``, the model's reason) and the turn done, in one
+        transaction."""
+        ...
+
     async def last_message_at(self, conversation_id: str) -> datetime | None:
         """When the conversation's newest message from a person arrived (``collect``)."""
         ...

@@ -32,6 +32,7 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         jitter: Annotated[str, Field(max_length=20)] | None = None,
         kind: Literal["agent", "message"] = "agent",
         catch_up: Literal["skip", "latest", "all"] | None = None,
+        notify: Literal["always", "if_notable"] = "always",
     ) -> str:
         """Run a prompt later or repeatedly; each run's answer is posted to this conversation.
 
@@ -48,7 +49,9 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
         `kind` "message" posts `prompt` itself at each run, word for word, with no thinking
         ("remind me every Monday at 9 to send the report": prompt "Reminder: send the
         report"); use it whenever the run needs no thought, and "agent" (the default) when
-        each run must look something up or write something new.
+        each run must look something up or write something new. `notify` "if_notable"
+        (for checks: "tell me if the build breaks") posts a run's answer only when that
+        run finds something worth saying; "always" (the default) posts every answer.
         """
         try:
             created, new = await schedules.create(
@@ -62,6 +65,7 @@ def schedule_tools_factory(schedules: Schedules) -> Callable[[TurnContext], list
                 creation_key=context.idempotency_key,
                 jitter=jitter,
                 action=kind,
+                notify=notify,
             )
         except ScheduleError as exc:
             raise ToolFailed(str(exc)) from None

@@ -143,6 +143,7 @@ function runText(run) {
   let text = `${at} UTC ${run.status}`;
   if (run.lag_seconds != null) text += ` · ${lagText(run.lag_seconds, run.late)}`;
   if (run.receipt) text += " · delivered";
+  else if (run.nothing_to_report) text += " · nothing to report";
   if (run.error) text += `: ${run.error}`;
   return text;
 }

@@ -336,7 +336,7 @@ async function schedules() {
       table(["Slot", "Status", "Started", "Attempts", "Receipt", "Error", "Turn"], s.runs.map((r) =>
         h("tr", { class: "run" }, h("td", {}, when(r.scheduled_for || r.created_at)), h("td", {}, badge(r.status)),
           h("td", {}, r.lag_seconds == null ? "" : (r.late ? badge("late") : ""), r.lag_seconds == null ? "" : " +" + r.lag_seconds.toFixed(1) + " s"),
-          h("td", { class: "num" }, r.attempts), h("td", {}, r.receipt || ""), h("td", {}, r.error || ""),
+          h("td", { class: "num" }, r.attempts), h("td", {}, r.receipt || (r.nothing_to_report ? "nothing to report" : "")), h("td", {}, r.error || ""),
           h("td", {}, r.turn_id ? h("a", { href: "#/turn/" + r.turn_id }, "#" + r.turn_id) : ""))))));
   const conversation = h("input", { name: "conversation_id", placeholder: "conversation id", "aria-label": "Conversation id", required: true });
   const prompt = h("input", { name: "prompt", placeholder: "what to do", "aria-label": "Prompt", required: true });
