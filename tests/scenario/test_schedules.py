@@ -146,6 +146,41 @@ def test_a_reminder_posts_its_text_at_its_time_with_no_model_request(
     assert run["receipt"]
 
 
+def test_a_quiet_check_posts_only_the_run_its_model_marks_notable(
+    chatgate: GatewayProcess, model_server: FakeModelServer
+) -> None:
+    """Two one-shot checks with ``notify = "if_notable"``: the first run's model finds
+    nothing (nothing posted; /jobs says "nothing to report"), the second's finds something
+    (its report is posted, and only that)."""
+    check = {"prompt": "Check the build", "notify": "if_notable"}
+    model_server.script(
+        tool_call("schedule_task", {**check, "schedule": "in 2s"}),
+        tool_call("schedule_task", {**check, "schedule": "in 4s"}),
+        "I will tell you if the build breaks.",
+        '{"notable": false, "report": "build 811 green"}',
+        '```json\n{"notable": true, "report": "Build 812 is red: test_login."}\n```',
+    )
+    chatgate.start(command="run")
+    accepted = chatgate.post("desk", "tell me if the build breaks", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    _wait_for(chatgate, conversation_id, "Build 812 is red: test_login.")
+    assert _assistant(chatgate.messages(conversation_id)) == [
+        "I will tell you if the build breaks.",
+        "Build 812 is red: test_login.",
+    ]
+    assert len(model_server.requests) == 5
+    assert model_server.user_texts()[-1].startswith("Check the build\n\n(This is a scheduled")
+    chatgate.post("desk", "/jobs", id="m-2")
+    listing = _wait_for(chatgate, conversation_id, "nothing to report")[-1]
+    runs = sorted((run for job in listing["jobs"] for run in job["runs"]),
+                  key=lambda run: run["scheduled_for"])  # fmt: skip
+    assert [(run["status"], run["nothing_to_report"], bool(run["receipt"])) for run in runs] == [
+        ("done", True, False),
+        ("done", False, True),
+    ]
+    assert "posts only when notable: Check the build" in str(listing["text"])
+
+
 def test_bg_runs_in_the_background_and_posts_the_answer_here(
     chatgate: GatewayProcess, model_server: FakeModelServer
 ) -> None:
