@@ -62,6 +62,15 @@ class Outbound(Protocol):
         platform has neither. May raise: the turn goes on regardless."""
         ...
 
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """Show what the agent is doing in the conversation's own session status, where
+        the platform has one (Slack's agent sessions: working, waiting, done, with its
+        Stop button while working); ``title`` names the session when it is new, ``user``
+        started it. Nothing elsewhere. May raise: the turn goes on regardless."""
+        ...
+
     def live(
         self,
         conversation: ConversationKey,
@@ -117,6 +126,14 @@ class OutboundRouter:
         await self._sender(conversation.platform).mark(
             conversation, message_id, state, previous=previous
         )
+
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """Through the platform's sender (nothing for a platform not configured)."""
+        sender = self._senders.get(conversation.platform)
+        if sender is not None:
+            await sender.session(conversation, state, title=title, user=user)
 
     def live(
         self,

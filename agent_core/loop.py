@@ -51,7 +51,7 @@ from agent_core.tools.base import TurnContext
 from agent_core.tools.registry import ToolRegistry
 from agent_core.tools.selection import Offer
 from agent_core.turn_lease import Lane, heartbeat
-from agent_core.turn_marks import TurnMarks
+from agent_core.turn_marks import SessionStatus, TurnMarks
 from agent_core.turn_setup import ModelFor, Setup, TurnSetups
 from agent_core.turn_stop import RunningTurns, StopSignal, interrupter
 
@@ -264,6 +264,8 @@ class TurnRunner:
                 )
                 if marks is not None:
                     marks.start()
+                session = SessionStatus(self._outbound, turn)
+                session.start()
                 try:
                     if turn.stop_requested_by is not None:
                         raise Stopped(turn.stop_requested_by, _free_seq(turn))
@@ -281,6 +283,7 @@ class TurnRunner:
                     log.info("turn waiting for a decision", attempt=turn.attempts + 1)
                     if marks is not None:
                         await marks.end("waiting")
+                    await session.end("waiting")
                     return "waiting"
                 except Stopped as stopped:
                     log.info("turn stopped", by=stopped.by)
@@ -295,6 +298,7 @@ class TurnRunner:
                         await self._store.finish_turn(turn.id, status="failed", error=error)
                         if marks is not None:
                             await marks.end("done")
+                        await session.end("done")
                         status = "failed"
                         return status
                     text, error = (
@@ -318,6 +322,7 @@ class TurnRunner:
                         await self._store.record_quiet_answer(
                             turn, answer.seq, report=sifted.text, answered=answer.answered
                         )
+                        await session.end("done")
                         status = "done"
                         return status
                     answer = dataclasses.replace(answer, text=sifted.text)
@@ -336,6 +341,7 @@ class TurnRunner:
                     live_message=(live.message if live else None)
                     or known_message(turn.live_message),
                 )
+                await session.end("failed" if answer.error else "done")
                 status = final
                 log.info("turn finished", status=status, error=answer.error, seq=answer.seq)
                 return status

@@ -133,6 +133,7 @@ class RecordingOutbound:
         self.edits: list[Edit] = []
         self.lives: list[RecordingLiveReply] = []
         self.marks: list[tuple[str, TurnState, TurnState | None]] = []
+        self.sessions: list[tuple[TurnState, str]] = []
         self._live_interval = live_interval
         self._live_posts = live_posts
 
@@ -146,6 +147,12 @@ class RecordingOutbound:
     ) -> None:
         """Record the mark."""
         self.marks.append((message_id, state, previous))
+
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """Record the session status."""
+        self.sessions.append((state, title))
 
     def live(
         self,

@@ -126,3 +126,34 @@ async def _save(
         await saved(turn_id, state)
     except Exception as exc:  # the mark is shown; the next one may leave it beside its own
         log.warning("journaling a turn's mark failed", state=state, error=str(exc))
+
+
+class SessionStatus:
+    """The turn's state in its conversation's own session status, where the platform has
+    one (``Outbound.session``; Slack's agent sessions, whose Stop button shows while the
+    session works): ``working`` as the turn starts (sent beside its first model call, not
+    before it), then ``waiting`` or ``done``/``failed``. A status that fails is logged."""
+
+    def __init__(self, outbound: Outbound, turn: TurnRecord) -> None:
+        self._outbound = outbound
+        self._turn = turn
+        self._started: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Say the turn works, in the background."""
+        self._started = asyncio.create_task(self._show("working"), name="session status")
+
+    async def end(self, state: TurnState) -> None:
+        """Say it waits for a person, or is done (after the start was said)."""
+        started, self._started = self._started, None
+        if started is not None:
+            await started
+        await self._show(state)
+
+    async def _show(self, state: TurnState) -> None:
+        try:
+            await self._outbound.session(
+                self._turn.conversation, state, title=self._turn.trigger_text, user=self._turn.user
+            )
+        except Exception as exc:
+            log.warning("the session status failed", state=state, error=str(exc))

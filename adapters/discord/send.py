@@ -254,6 +254,11 @@ class DiscordSender:
                 return False
         return True
 
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """Nothing: no session status here (marks and the Stop button say it)."""
+
     async def mark(
         self,
         conversation: ConversationKey,

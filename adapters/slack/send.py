@@ -21,6 +21,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.chunking import SLACK_LIMIT, split_message
 from adapters.downloads import check_host, download, host_of
 from adapters.markdown import escape_slack, to_slack_mrkdwn
+from adapters.slack import session as agent_session
 from adapters.slack.calls import (
     DELIVERY_EVENT,
     STREAM_PREFIX,
@@ -94,6 +95,8 @@ class SlackSender:
         self.streams: bool | None = None
         # The markdown each stream this process runs has been given so far, by ts.
         self.streamed: dict[str, str] = {}
+        # Whether agent sessions work for this app (None: not tried yet; see session).
+        self.sessions: bool | None = None
 
     async def open(self) -> None:
         """Share one HTTP session (and its kept-alive connections) across every call,
@@ -355,6 +358,12 @@ class SlackSender:
                 return None
             raise
         return ts
+
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """The thread's agent session status (``adapters.slack.session``)."""
+        await agent_session.set_status(self, conversation, state, title=title, user=user)
 
     async def mark(
         self,

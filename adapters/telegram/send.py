@@ -242,6 +242,11 @@ class TelegramSender:
                 return
             raise
 
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """Nothing: no session status here (marks and the Stop button say it)."""
+
     async def mark(
         self,
         conversation: ConversationKey,

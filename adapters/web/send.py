@@ -134,6 +134,11 @@ class WebSender:
     ) -> None:
         """Nothing: the page says the agent is thinking, and shows an approval it waits for."""
 
+    async def session(
+        self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
+    ) -> None:
+        """Nothing: the web chat has no session status of its own."""
+
     def live(
         self,
         conversation: ConversationKey,
