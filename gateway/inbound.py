@@ -3,6 +3,7 @@ command, an approval decision); presses and approvals are decided here too."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -204,13 +205,18 @@ class Inbound:
     async def stop_pressed(self, press: ButtonPress) -> str | None:
         """A reply's Stop button: its turn (``press.value``) ends at its next step boundary,
         as for ``/stop``, if it still runs and the person may talk here; else why not (for
-        them alone)."""
-        if not (press.value or "").isdigit():
+        them alone). Without a ``value`` (Slack's own Stop on the agent's session), the
+        conversation's current turn, running or waiting for a decision."""
+        if press.value is not None and not press.value.isdigit():
             return None
         if not await self._gate.may_talk(press.user, press.conversation, press.user_team):
             return "You may not talk to the agent here, so you cannot stop it."
         conversation_id = await self._store.conversation_id_for(press.conversation)
-        turn = int(press.value or 0)
+        if conversation_id is None and press.value is None and press.conversation.thread:
+            # Slack's session Stop names the thread; a DM's top level is one conversation.
+            whole = dataclasses.replace(press.conversation, thread=None)
+            conversation_id = await self._store.conversation_id_for(whole)
+        turn = None if press.value is None else int(press.value)
         if conversation_id is None or not await self._stop_current(
             conversation_id, press.user, shown_as=press.user, only_turn=turn
         ):

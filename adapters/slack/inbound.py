@@ -47,6 +47,7 @@ from adapters.slack.parse import (
     parse_command,
     parse_event,
     parse_reaction,
+    parse_session_stop,
 )
 from adapters.slack.send import SlackSender
 from agent_core.events import Platform
@@ -321,6 +322,21 @@ def build_bolt(sender: SlackSender, sink: EventSink, *, home: AppHome | None = N
         if parsed is not None:
             await sink(parsed, deadline=ACK_SECONDS)
 
+    async def session_stopped(body: dict[str, Any]) -> None:
+        """Slack's Stop button on the agent's session: the thread's turn stops as for
+        ``/stop``, and the session leaves ``processing`` at once (Slack leaves that to
+        the app; the stopped turn says it again when it ends)."""
+        press = parse_session_stop(body)
+        if press is None:
+            return
+
+        async def refuse(text: str) -> None:
+            await sender.ephemeral(press.conversation, press.user, text)
+
+        await sink(press, deadline=0, refuse=refuse)
+        with contextlib.suppress(Exception):
+            await sender.session(press.conversation, "done", title="", user=press.user)
+
     async def ignore(body: dict[str, Any]) -> None:
         """Other event types: acknowledged so Slack does not retry them."""
 
@@ -329,6 +345,7 @@ def build_bolt(sender: SlackSender, sink: EventSink, *, home: AppHome | None = N
     bolt.event("reaction_added")(reaction)
     bolt.event("reaction_removed")(reaction)
     bolt.event("app_home_opened")(home_opened)
+    bolt.event("agent_session_stopped")(session_stopped)
     bolt.event(re.compile(".*"))(ignore)
     bolt.action(re.compile("^chatgate_"))(action)
     bolt.command(re.compile(".*"))(command)

@@ -27,6 +27,7 @@ BOT_EVENTS = (
     "reaction_added",
     "reaction_removed",
     "app_home_opened",
+    "agent_session_stopped",
 )
 
 # Why each scope is asked for (the manifest's comment header says it).
@@ -41,6 +42,7 @@ _WHY = {
     "files:write": "files the agent sends (send_file)",
     "reactions:write": "what a turn that takes a while is doing, on its message",
     "reactions:read": "thumbs up/down on the agent's replies, kept as feedback",
+    "assistant:write": "the agent session of a thread: its status, title and Stop button",
 }
 
 
@@ -99,6 +101,9 @@ def manifest(request_url: str | None = None, *, socket_mode: bool = False) -> di
                 "messages_tab_read_only_enabled": False,
             },
             "bot_user": {"display_name": "chatgate", "always_online": True},
+            # Declared an agent: its threads are agent sessions, with a status, a title and
+            # Slack's own Stop button while it works.
+            "agent_view": {"agent_description": "One durable AI agent in your workspace"},
             "slash_commands": slash_commands(url),
         },
         "oauth_config": {"scopes": {"bot": list(SLACK_SCOPES)}},

@@ -193,6 +193,32 @@ def parse_reaction(envelope: Mapping[str, Any], *, bot_user: str | None) -> Reac
     )
 
 
+def parse_session_stop(envelope: Mapping[str, Any]) -> ButtonPress | None:
+    """An ``agent_session_stopped`` envelope (someone pressed Slack's own Stop button on
+    the agent's session in a thread) as a Stop press for the thread's current turn
+    (``value`` None: whichever turn runs or waits there)."""
+    event = envelope.get("event")
+    team = envelope.get("team_id")
+    if not isinstance(event, Mapping) or not isinstance(team, str):
+        raise BadRequest("an event_callback needs 'team_id' and 'event'")
+    channel, thread, user = event.get("channel"), event.get("thread_ts"), event.get("user")
+    if not (isinstance(channel, str) and isinstance(user, str) and isinstance(thread, str)):
+        return None
+    streams = event.get("streaming_message_ts")
+    return ButtonPress(
+        platform="slack",
+        workspace=team,
+        channel=channel,
+        thread=thread,
+        user=user_id(user),
+        action="stop",
+        value=None,
+        user_team=_sender_team(envelope, event, team),
+        platform_event_id=f"stop:{envelope.get('event_id') or event.get('event_ts')}",
+        raw={"session": True, "streams": list(streams) if isinstance(streams, list) else []},
+    )
+
+
 def mentions_bot(event: InboundMessage) -> bool:
     """Did the message address the bot (a mention or a DM), rather than merely reply in a
     thread?"""

@@ -19,6 +19,7 @@ SLACK_SCOPES = (
     "files:write",
     "reactions:write",
     "reactions:read",
+    "assistant:write",
 )
 
 

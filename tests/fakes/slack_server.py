@@ -63,7 +63,7 @@ class FakeSlack(LoopbackServer):
         # What auth.test reports in X-OAuth-Scopes.
         self.scopes = (
             "app_mentions:read,chat:write,commands,im:history,channels:history,groups:history,"
-            "files:read,files:write,reactions:write,reactions:read"
+            "files:read,files:write,reactions:write,reactions:read,assistant:write"
         )
         # Socket Mode: envelopes to push to the connected client, and its acks.
         self.acks: list[dict[str, Any]] = []
@@ -73,6 +73,10 @@ class FakeSlack(LoopbackServer):
         self.refuse_connections = False
         # Whether the chat streaming API answers (an app without it is refused).
         self.streaming = True
+        # Whether the app is declared an agent (agents.sessions.* answer), and each agent
+        # session's status and title, by (channel, thread_ts).
+        self.agent = True
+        self.sessions: dict[tuple[str, str], dict[str, str]] = {}
         # Files the bot shared (files_upload_v2), by file id: id, name, title, data.
         self.uploads: dict[str, dict[str, Any]] = {}
         # The bot's reactions, by (channel, message ts).
@@ -309,6 +313,8 @@ class FakeSlack(LoopbackServer):
             return web.json_response(self._files_api(method, arguments))
         if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
             return web.json_response(self._stream(method, arguments))
+        if method == "agents.sessions.setStatus":
+            return web.json_response(self._session(arguments))
         if method in ("conversations.replies", "conversations.history"):
             if "channels:history" not in self.scopes.split(","):
                 return web.json_response(
@@ -391,6 +397,30 @@ class FakeSlack(LoopbackServer):
             if metadata:
                 found["metadata"] = json.loads(metadata) if isinstance(metadata, str) else metadata
         return {"ok": True, "channel": channel, "ts": found["ts"]}
+
+    def _session(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """agents.sessions.setStatus: made on the first call (with its title), updated
+        after; thread-based, so a thread is needed."""
+        if not self.agent:
+            return {"ok": False, "error": "not_allowed_token_type"}
+        status, thread = arguments.get("status"), arguments.get("thread_ts")
+        if status not in ("active", "processing", "suspended", "closed") or not thread:
+            return {"ok": False, "error": "invalid_arguments"}
+        key = (str(arguments.get("channel_id")), str(thread))
+        session = self.sessions.setdefault(key, {"title": str(arguments.get("title") or "")})
+        session["status"] = str(status)
+        return {"ok": True, "status": status, "title": session["title"]}
+
+    def stop_session(self, channel: str, thread_ts: str) -> list[str]:
+        """What Slack does when someone presses the session's Stop button: it stops the
+        app's streams in the thread (and says which in the event it sends)."""
+        stopped = []
+        for found in self.messages:
+            here = found["channel"] == channel and found.get("thread_ts") == thread_ts
+            if here and found.get("streaming"):
+                found["streaming"] = False
+                stopped.append(str(found["ts"]))
+        return stopped
 
     def inject(self, channel: str, thread_ts: str | None, text: str, metadata: Any) -> None:
         """A message someone else (another app) posted, with whatever metadata it chose."""
