@@ -96,8 +96,10 @@ class Approvals:
         if approval.status != "pending":
             raise AlreadyDecided(approval_id, approval.status, approval.decided_by)
         status = _STATUS[decision]
-        if approval.kind == "recovery" and status == "allowed":
-            status = "approved"  # a re-run is allowed once; nothing to remember
+        if status == "allowed" and (approval.kind == "recovery" or not approval.always_allow):
+            # A re-run is allowed once, and a prompt that did not offer "Allow in this
+            # conversation" (a stale button, a typed decision) approves this call only.
+            status = "approved"
         note = _note(approval, status, user)
         decided = await self._store.decide_approval(
             approval_id, status=status, user=user, note=note

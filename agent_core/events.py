@@ -196,6 +196,8 @@ class ApprovalPrompt:
     # Not "may this run?" but "run it again?": the call was cut off by a crash and may or
     # may not have happened (its tool cannot tell). Shown with Retry and Skip.
     recovery: bool = False
+    # Whether "Allow in this conversation" is offered (else Approve and Deny only).
+    always_allow: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,6 +35,8 @@ class PermissionContext:
     user: str
     conversation_id: str
     grants: frozenset[str] = field(default_factory=frozenset)
+    # The turn reads external content (a trigger's): what outlives it asks first.
+    external: bool = False
 
 
 Check: TypeAlias = Callable[[ToolCall, PermissionContext], Decision | None]
@@ -51,6 +53,8 @@ class PolicyRule(BaseModel):
     approvers: list[str] = Field(default_factory=list)
     # False: whoever asked for the call may not approve it; another approver must.
     self_approve: bool = True
+    # False: "Allow in this conversation" is not offered; each call is decided on its own.
+    always_allow: bool = True
 
     @field_validator("approvers")
     @classmethod
@@ -97,8 +101,16 @@ def _text(value: JsonValue | None) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+# Tools whose effect outlives the turn: work that runs later, facts recalled later.
+LASTING = frozenset({"schedule_task", "cancel_schedule", "remember", "forget"})
+
+
 def _defaults(call: ToolCall, context: PermissionContext) -> Decision | None:
-    """CONTRACT.md's default policies for the built-in tools."""
+    """CONTRACT.md's default policies for the built-in tools. A turn that reads external
+    content (a trigger's) asks before it leaves anything lasting behind: a schedule would
+    run its text later outside the frame, a fact would come back in people's own turns."""
+    if context.external and call.name in LASTING:
+        return "ask"
     match call.name:
         case "schedule_task" | "list_schedules" | "cancel_schedule":
             return "allow"
@@ -183,6 +195,11 @@ class Permissions:
             if rule.matches(call):
                 found.extend(a for a in rule.approvers if a not in found)
         return tuple(found)
+
+    def always_allow(self, call: ToolCall) -> bool:
+        """Is "Allow in this conversation" offered for this call? No, when any matching
+        rule says so."""
+        return all(rule.always_allow for rule in self._rules if rule.matches(call))
 
     def self_approve(self, call: ToolCall) -> bool:
         """May the requester approve this call? No, when any matching rule says so."""

@@ -73,6 +73,9 @@ class ApprovalRecord:
     decided_at: datetime | None = None
     # False: the requester may not approve it (a ``self_approve = false`` policy rule).
     self_approve: bool = True
+    # Whether "Allow in this conversation" is offered (a policy rule's ``always_allow``;
+    # never for a trigger's turn, whose grant would be no one's).
+    always_allow: bool = True
     # Set by a decision: the jobs of a queued turn that are due again because of it.
     requeued_jobs: tuple[int, ...] = ()
 
@@ -94,6 +97,7 @@ class ApprovalRequest:
     prompt_text: str
     call_id: str
     self_approve: bool = True
+    always_allow: bool = True
 
 
 class HistoryLine(NamedTuple):

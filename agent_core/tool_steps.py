@@ -185,7 +185,10 @@ class ToolRound:
         if turn.step(seq) is None:
             request = ToolCall(name=call.name, arguments=arguments)
             context = PermissionContext(
-                user=turn.user, conversation_id=turn.conversation_id, grants=await grants()
+                user=turn.user,
+                conversation_id=turn.conversation_id,
+                grants=await grants(),
+                external=trigger_of(turn.user) is not None,
             )
             decision = rules.decide(request, context)
             if decision != "ask":
@@ -201,6 +204,8 @@ class ToolRound:
                 prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
                 call_id=call.id,
                 self_approve=rules.self_approve(request),
+                # A trigger's turn: a grant would cover no one's calls but the presser's.
+                always_allow=rules.always_allow(request) and trigger_of(turn.user) is None,
             )
             approval = await self._store.request_approval(turn, seq, asked)
             self._faults.hit("after_approval_request")
@@ -300,6 +305,7 @@ class ToolRound:
             idempotency_key=f"{turn.id}:{approval.seq}:prompt",
             resend=resend,
             recovery=approval.kind == "recovery",
+            always_allow=approval.always_allow,
         )
         receipt = await self._outbound.send(prompt)
         self._faults.hit("after_prompt_send")

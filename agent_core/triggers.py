@@ -10,22 +10,22 @@ this conversation") covers its tool calls: every call that asks, asks the people
 conversation, and only they (or the admins and the approvers a policy names) decide.
 
 A request proves it knows the secret as a bearer token (``Authorization: Bearer SECRET``)
-or by signing the body: ``X-Chatgate-Signature: sha256=HEX``, the HMAC-SHA256 of the
-body with the secret as key (GitHub's ``X-Hub-Signature-256`` is read the same way, so
-a GitHub webhook can point at a trigger as it is). With ``X-Chatgate-Timestamp: UNIX``
-the HMAC covers ``TIMESTAMP.BODY`` and the request is refused five minutes after that
-time, so a captured request cannot be replayed later. ``Idempotency-Key`` (or GitHub's
-``X-GitHub-Delivery``) makes a retried request the same fire.
+or by signing what it sends: ``X-Chatgate-Timestamp: UNIX`` and ``X-Chatgate-Signature:
+sha256=HEX``, the HMAC-SHA256 of ``TIMESTAMP.BODY`` keyed with the secret. A signed request
+is refused five minutes after its timestamp, and is its own idempotency key: sent again as
+it is (a retry, or a replay within the five minutes) it is the same fire. A bearer request
+names its retries with ``Idempotency-Key``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from agent_core.access import TRIGGER_USER
 from agent_core.errors import TriggerError, TriggerNotFound
@@ -34,6 +34,7 @@ from agent_core.records import Fired, FireRecord, TriggerRecord, TriggerStatus
 
 USER_PREFIX = TRIGGER_USER
 SIGNED_WITHIN = 300.0
+_DIGITS = re.compile(r"[0-9]{1,12}")
 MAX_KEY = 255
 MAX_PROMPT = 4000
 TriggerAction = Literal["pause", "resume", "delete"]
@@ -101,6 +102,15 @@ def trigger_of(user: str) -> str | None:
     return user.removeprefix(USER_PREFIX) if user.startswith(USER_PREFIX) else None
 
 
+class Proof(NamedTuple):
+    """How a request proved the secret: a bearer token, or a signature (``digest``: the
+    request's identity, its idempotency key, since resending it as it is is the same
+    request)."""
+
+    kind: Literal["bearer", "signature"]
+    digest: str = ""
+
+
 def signed(
     secret: str,
     *,
@@ -109,30 +119,32 @@ def signed(
     timestamp: str | None,
     body: bytes,
     now: float,
-) -> bool:
-    """Whether the request proves it knows ``secret`` (see the module's docstring). A
-    bearer token, when one is presented, decides alone."""
+) -> Proof | None:
+    """How the request proves it knows ``secret`` (see the module's docstring), or None.
+    A bearer token, when one is presented, decides alone. A signature always covers a
+    timestamp: a signature over the bare body could be replayed forever, and would let
+    a signed ``TS.BODY`` pass as a body of its own."""
     if not secret:
-        return False
-    if authorization is not None:
+        return None
+    if authorization is not None and authorization.strip():
         scheme, _sep, token = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(token.strip().encode(), secret.encode())
-    if signature is None:
-        return False
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        if not hmac.compare_digest(token.strip().encode(), secret.encode()):
+            return None
+        return Proof("bearer")
+    if signature is None or timestamp is None:
+        return None
     algorithm, _sep, digest = signature.strip().partition("=")
-    if algorithm.lower() != "sha256":
-        return False
-    message = body
-    if timestamp is not None:
-        if not timestamp.isascii() or not timestamp.isdigit():
-            return False
-        if abs(now - int(timestamp)) > SIGNED_WITHIN:
-            return False
-        message = timestamp.encode() + b"." + body
-    expected = hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected.encode(), digest.strip().lower().encode())
+    stamp = timestamp.strip()
+    if algorithm.lower() != "sha256" or not _DIGITS.fullmatch(stamp):
+        return None
+    if abs(now - int(stamp)) > SIGNED_WITHIN:
+        return None
+    expected = hmac.new(secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected.encode(), digest.strip().lower().encode()):
+        return None
+    return Proof("signature", expected)
 
 
 def framed(trigger: TriggerRecord, body: str, *, at: datetime, source: str) -> str:
@@ -270,7 +282,7 @@ class Triggers:
 
 def describe(trigger: TriggerRecord) -> str:
     """One line: id, status, limit and the prompt."""
-    flat = " ".join(trigger.prompt.split())
+    flat = "".join(c for c in " ".join(trigger.prompt.split()) if c.isprintable())
     what = flat if len(flat) <= 80 else flat[:79] + "…"
     return f"{trigger.id} [{trigger.status}, at most {trigger.per_hour}/hour]: {what}"
 

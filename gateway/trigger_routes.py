@@ -10,6 +10,8 @@ get the same 401, so the answer tells nothing about which ids exist. A body over
 
 from __future__ import annotations
 
+import asyncio
+import re
 import time
 
 import structlog
@@ -18,34 +20,43 @@ from pydantic import JsonValue
 
 from adapters.http import json_error
 from agent_core.errors import TriggerNotFound, TriggerPaused, TriggerRateLimited
-from agent_core.records import FireRecord, TriggerRecord
-from agent_core.triggers import BadFire, BodyTooLarge, signed
+from agent_core.records import FireRecord
+from agent_core.triggers import BadFire, BodyTooLarge, Proof, signed
 from gateway.runtime import RUNTIME
 
 log = structlog.get_logger("chatgate.triggers")
 
 UNAUTHORIZED = (
     "unknown trigger, or the request does not prove its secret (Authorization: Bearer "
-    "SECRET, or X-Chatgate-Signature: sha256=HMAC of the body)"
+    "SECRET, or X-Chatgate-Timestamp and X-Chatgate-Signature: sha256=HMAC of TIMESTAMP.BODY)"
 )
 _CHUNK = 64 * 1024
+# A body slower than this is dropped (408): nobody holds a connection open by trickling.
+READ_SECONDS = 30.0
+_FIRE_ID = re.compile(r"[0-9]{1,18}")
 
 
 async def fire(request: web.Request) -> web.Response:
     """Queue the trigger's turn: 202 with the fire's receipt (200 for a repeated
-    Idempotency-Key); 401, 400, 409 (paused), 413 or 429 (``Retry-After``) otherwise."""
+    Idempotency-Key, or a signed request sent again); 401, 400, 408 (too slow), 409
+    (paused), 413 or 429 (``Retry-After``) otherwise."""
     triggers = request.app[RUNTIME].triggers
     cap = triggers.max_bytes
     if request.content_length is not None and request.content_length > cap:
         return _too_large(cap)
-    body = await _read(request, cap)
+    try:
+        async with asyncio.timeout(READ_SECONDS):
+            body = await _read(request, cap)
+    except TimeoutError:
+        return json_error(408, f"the body did not arrive within {READ_SECONDS:g} s")
     if body is None:
         return _too_large(cap)
     trigger_id = request.match_info["trigger_id"]
-    trigger = await _authenticated(request, trigger_id, body)
-    if trigger is None:
+    proof = await _authenticated(request, trigger_id, body)
+    if proof is None:
         return json_error(401, UNAUTHORIZED)
-    key = request.headers.get("Idempotency-Key") or request.headers.get("X-GitHub-Delivery")
+    # A signed request is its own key: resent as it is (a retry, a replay), the same fire.
+    key = request.headers.get("Idempotency-Key") if proof.kind == "bearer" else proof.digest
     try:
         fired = await triggers.fire(trigger_id, body, key=key, source="http")
     except BodyTooLarge:
@@ -73,40 +84,39 @@ async def fire(request: web.Request) -> web.Response:
 
 
 async def receipt(request: web.Request) -> web.Response:
-    """A fire's state and receipt, for the trigger's secret holder."""
+    """A fire's state and receipt, for the trigger's secret holder (a bearer token: a
+    signature over nothing would be a lasting credential)."""
     trigger_id = request.match_info["trigger_id"]
-    if await _authenticated(request, trigger_id, b"") is None:
-        return json_error(401, UNAUTHORIZED)
-    try:
-        fire_id = int(request.match_info["fire_id"])
-    except ValueError:
+    proof = await _authenticated(request, trigger_id, b"")
+    if proof is None or proof.kind != "bearer":
+        return json_error(401, "unknown trigger, or no Authorization: Bearer SECRET")
+    shown = request.match_info["fire_id"]
+    if not _FIRE_ID.fullmatch(shown):
         return json_error(400, "the fire id is a number")
+    fire_id = int(shown)
     found = await request.app[RUNTIME].triggers.receipt(trigger_id, fire_id)
     if found is None:
         return json_error(404, f"trigger {trigger_id} has no fire {fire_id}")
     return web.json_response(_fire_json(trigger_id, found))
 
 
-async def _authenticated(
-    request: web.Request, trigger_id: str, body: bytes
-) -> TriggerRecord | None:
+async def _authenticated(request: web.Request, trigger_id: str, body: bytes) -> Proof | None:
     try:
-        trigger, secret = await request.app[RUNTIME].triggers.check(trigger_id)
+        _trigger, secret = await request.app[RUNTIME].triggers.check(trigger_id)
     except TriggerNotFound:
         return None
     headers = request.headers
-    ok = signed(
+    proof = signed(
         secret,
         authorization=headers.get("Authorization"),
-        signature=headers.get("X-Chatgate-Signature") or headers.get("X-Hub-Signature-256"),
+        signature=headers.get("X-Chatgate-Signature"),
         timestamp=headers.get("X-Chatgate-Timestamp"),
         body=body,
         now=time.time(),
     )
-    if not ok:
+    if proof is None:
         log.warning("trigger request refused: no proof of the secret", trigger_id=trigger_id)
-        return None
-    return trigger
+    return proof
 
 
 async def _read(request: web.Request, cap: int) -> bytes | None:

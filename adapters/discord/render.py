@@ -114,7 +114,8 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View:
 
     button = _dynamic_button()
     view = ui.View(timeout=None)
-    for action, label, style in RECOVERY_BUTTONS if prompt.recovery else BUTTONS:
+    buttons = BUTTONS if prompt.always_allow else (BUTTONS[0], BUTTONS[2])
+    for action, label, style in RECOVERY_BUTTONS if prompt.recovery else buttons:
         view.add_item(button("ap", action, prompt.approval_id, label=label, style=style))
     return view
 

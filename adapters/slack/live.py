@@ -95,6 +95,10 @@ class SlackLiveReply:
         thread, safe = self._conversation.thread, sendable(text)
         if self._sender.streams is False or not thread or not safe:
             return False
+        if not self._user.startswith("slack:"):
+            # A stream is for a person of the workspace; a trigger's or a schedule's turn
+            # without one is posted and updated (and streaming stays on for the rest).
+            return False
         try:
             response = await self._sender.client.chat_startStream(
                 channel=self._conversation.channel,

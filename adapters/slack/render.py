@@ -50,8 +50,7 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
     shown = for_prompt(prompt.arguments)
     warning = f"\n:warning: {escape_slack(shown.warning)}" if shown.warning else ""
     header = (
-        f"*Allow `{escape_slack(prompt.tool)}`?* (asked by <@{bare_user(prompt.requested_by)}>)"
-        f"{warning}"
+        f"*Allow `{escape_slack(prompt.tool)}`?* (asked by {_asker(prompt.requested_by)}){warning}"
     )
     if prompt.recovery:
         header = (
@@ -77,7 +76,7 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
                     "value": prompt.approval_id,
                     **({"style": style} if style else {}),
                 }
-                for action_id, label, style in (RECOVERY_BUTTONS if prompt.recovery else BUTTONS)
+                for action_id, label, style in _offered(prompt)
             ],
         },
     ]
@@ -152,3 +151,18 @@ def choices_blocks(text: str, choices: Sequence[Choice]) -> list[dict[str, Any]]
             ],
         },
     ]
+
+
+def _asker(requested_by: str) -> str:
+    """Who asked: a Slack person as a mention, anyone else (a trigger) by name."""
+    if requested_by.startswith("slack:"):
+        return f"<@{bare_user(requested_by)}>"
+    return escape_slack(requested_by.replace("trigger:", "trigger ", 1))
+
+
+def _offered(prompt: ApprovalPrompt) -> tuple[tuple[str, str, str | None], ...]:
+    """The prompt's buttons: Retry and Skip for a recovery; else Approve, Allow in this
+    conversation (when offered) and Deny."""
+    if prompt.recovery:
+        return RECOVERY_BUTTONS
+    return BUTTONS if prompt.always_allow else (BUTTONS[0], BUTTONS[2])

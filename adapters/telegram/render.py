@@ -59,7 +59,7 @@ def approval_keyboard(prompt: ApprovalPrompt) -> InlineKeyboardMarkup:
 
     buttons = [
         InlineKeyboardButton(label, callback_data=callback_data(verb, prompt.approval_id))
-        for verb, label in (RECOVERY_BUTTONS if prompt.recovery else BUTTONS)
+        for verb, label in _offered(prompt)
     ]
     return InlineKeyboardMarkup([buttons[:2], buttons[2:]] if len(buttons) > 2 else [buttons])
 
@@ -109,3 +109,11 @@ def choices_keyboard(choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
         if choice.action in verbs
     ]
     return InlineKeyboardMarkup([row]) if row else None
+
+
+def _offered(prompt: ApprovalPrompt) -> tuple[tuple[str, str], ...]:
+    """The prompt's buttons: Retry and Skip for a recovery; else Approve, Allow in this
+    conversation (when offered) and Deny."""
+    if prompt.recovery:
+        return RECOVERY_BUTTONS
+    return BUTTONS if prompt.always_allow else (BUTTONS[0], BUTTONS[2])

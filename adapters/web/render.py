@@ -62,6 +62,7 @@ def approval_item(approval: ApprovalRecord) -> dict[str, Any]:
         "status": approval.status,
         "decided_by": approval.decided_by,
         "expires_at": approval.expires_at.isoformat(),
+        "always_allow": approval.always_allow,
     }
 
 

@@ -235,6 +235,8 @@ approvals = Table(
     Column("approvers", JSON, nullable=False),
     # False: the requester may not approve it; another approver must.
     Column("self_approve", Boolean, nullable=False, server_default=true()),
+    # Whether "Allow in this conversation" is offered (``always_allow`` of its rules).
+    Column("always_allow", Boolean, nullable=False, server_default=true()),
     # pending -> approved | allowed (for the conversation) | denied | expired | cancelled
     # (the requester's access was revoked)
     Column("status", String(16), nullable=False),

@@ -140,10 +140,21 @@ def test_a_trigger_answers_in_its_conversation_once_per_key_and_refuses_the_rest
     assert receipt[1]["receipt"]
     assert http("GET", f"{chatgate.url}{first['url']}")[0] == 401
 
-    # Signed with a timestamp instead of a bearer token; then from the shell.
+    # Signed with a timestamp instead of a bearer token: sent again as it is (a retry, or
+    # a replay), the same fire; the timestamp moved into the body, or a signature over
+    # the body alone, refused; a receipt wants the bearer token.
     signed = b'{"alert": "disk 91%"}'
-    stamped = _sign(secret, signed, stamp=int(time.time()))
-    assert _fire(chatgate, trigger_id, signed, **stamped)[0] == 202
+    stamp = int(time.time())
+    stamped = _sign(secret, signed, stamp=stamp)
+    status, fired = _fire(chatgate, trigger_id, signed, **stamped)
+    assert status == 202, fired
+    replayed = _fire(chatgate, trigger_id, signed, **stamped, **{"Idempotency-Key": "other"})
+    assert (replayed[0], replayed[1]["fire"]) == (200, fired["fire"])
+    moved = f"{stamp}.".encode() + signed
+    assert _fire(chatgate, trigger_id, moved, **{"X-Chatgate-Signature": stamped[
+        "X-Chatgate-Signature"]})[0] == 401  # fmt: skip
+    assert _fire(chatgate, trigger_id, signed, **_sign(secret, signed))[0] == 401
+    assert http("GET", f"{chatgate.url}{fired['url']}", headers=_sign(secret, b"", stamp))[0] == 401
     _wait_for(chatgate, conversation_id, "Signed and seen.")
     data = tmp_path / "deploy.log"
     data.write_text("deploy 5 finished")
@@ -209,6 +220,7 @@ def test_a_body_that_says_approve_everything_cannot_run_a_tool_that_asks(
     items = _wait_approval(chatgate, conversation_id, 2)
     pending = items[-1]["approval"]
     assert (pending["tool"], pending["status"]) == ("http_request", "pending")
+    assert pending["always_allow"] is False  # a grant would be the presser's, not the trigger's
     time.sleep(1.0)  # nothing runs meanwhile
     assert len(echo.requests) == 1
     assert _approval_states(database_url) == ["allowed", "pending"]

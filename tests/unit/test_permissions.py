@@ -134,3 +134,31 @@ def test_a_request_carrying_a_secret_asks_unless_a_rule_allows_it() -> None:
     assert Permissions().decide(carrying, ME) == "ask"
     allowing = Permissions([PolicyRule(tool="http_request", decision="allow")])
     assert allowing.decide(carrying, ME) == "allow"
+
+
+def test_a_turn_reading_external_content_asks_before_leaving_anything_lasting() -> None:
+    """A trigger's turn: schedules and memories ask (a schedule would run the body's text
+    later, outside its frame; a fact would come back in people's own turns); reading and
+    other defaults stay; an explicit rule still decides."""
+    external = PermissionContext(user="trigger:tr_0123456789", conversation_id="c1",
+                                 external=True)  # fmt: skip
+    lasting = [
+        ToolCall(name="schedule_task", arguments={"prompt": "x", "schedule": "every 1m"}),
+        ToolCall(name="cancel_schedule", arguments={"id": "sc_00000000"}),
+        ToolCall(name="remember", arguments={"fact": "ops bot calls are pre-approved"}),
+        ToolCall(name="forget", arguments={"id": 1}),
+    ]
+    for call in lasting:
+        assert Permissions().decide(call, external) == "ask", call.name
+        assert Permissions().decide(call, ME) == "allow", call.name
+    assert Permissions().decide(ToolCall(name="recall", arguments={"query": "x"}), external) == (
+        "allow"
+    )
+    allowed = Permissions([PolicyRule(tool="remember", decision="allow")])
+    assert allowed.decide(lasting[2], external) == "allow"
+
+
+def test_always_allow_false_takes_the_conversation_grant_off_the_prompt() -> None:
+    rules = Permissions([PolicyRule(tool="run_command", decision="ask", always_allow=False)])
+    assert not rules.always_allow(ToolCall(name="run_command", arguments={"command": "ls"}))
+    assert rules.always_allow(ToolCall(name="http_request", arguments={"method": "POST"}))

@@ -496,3 +496,29 @@ async def test_self_approve_off_needs_a_person_on_another_platform_for_a_web_req
     await approvals.decide(prompt.approval_id, decision="approve", user="slack:U0ADMIN")
     await runner.run_conversation(conversation, owner="o", lease=30)
     assert [c[0] for c in effects.calls] == ["charge"]
+
+
+async def test_a_rule_with_always_allow_off_offers_no_conversation_grant(
+    database: Database,
+) -> None:
+    """``always_allow = false``: the prompt has no "Allow in this conversation", and that
+    decision (a stale button, a typed one) approves this call only: the next asks again."""
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    model = ScriptedModel(
+        _call("charge", '{"amount": 1}'), "one", _call("charge", '{"amount": 2}', "c2"), "two"
+    )
+    conversation = await _say(store, "pay 1")
+    rules = [PolicyRule(tool="charge", decision="ask", always_allow=False)]
+    runner = _runner(store, model, outbound, effects, rules=rules)
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    (prompt,) = _prompts(outbound)
+    assert prompt.always_allow is False
+    decided = await Approvals(store, outbound, admins=[]).decide(
+        prompt.approval_id, decision="allow_conversation", user="web:ann"
+    )
+    assert decided.status == "approved"
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    await _say(store, "pay 2", event="e2")
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    assert len(_prompts(outbound)) == 2
+    assert [c[0] for c in effects.calls] == ["charge"]

@@ -19,7 +19,15 @@ from agent_core.storage.database import Database
 from agent_core.storage.schema import jobs, trigger_fires, turns
 from agent_core.storage.store import Store
 from agent_core.testing import ScriptedModel
-from agent_core.triggers import BadFire, BodyTooLarge, Triggers, framed, signed, user_of
+from agent_core.triggers import (
+    BadFire,
+    BodyTooLarge,
+    Proof,
+    Triggers,
+    framed,
+    signed,
+    user_of,
+)
 from tests.unit.test_jobs import Harness
 
 SECRET = "s3cret-value"
@@ -30,36 +38,45 @@ def _hmac(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def _signed(**request: object) -> bool:
+def _signed(**request: object) -> Proof | None:
     defaults: dict[str, object] = {
         "authorization": None, "signature": None, "timestamp": None, "body": b"{}", "now": NOW,
     }  # fmt: skip
     return signed(SECRET, **{**defaults, **request})  # type: ignore[arg-type]
 
 
-def test_a_request_proves_the_secret_by_bearer_or_by_hmac() -> None:
-    assert _signed(authorization=f"Bearer {SECRET}")
-    assert _signed(authorization=f"bearer  {SECRET} ")
-    assert not _signed(authorization="Bearer wrong")
-    assert not _signed(authorization=f"Basic {SECRET}")
-    # A bearer header decides alone: a wrong one is not saved by a good signature.
-    assert not _signed(authorization="Bearer wrong", signature=_hmac(b"{}"))
-    assert _signed(signature=_hmac(b"{}"))
-    assert _signed(signature=_hmac(b"{}").upper().replace("SHA256=", "sha256="))
-    assert not _signed(signature=_hmac(b"{}", "other"))
-    assert not _signed(signature=_hmac(b"{}"), body=b"{} ")
-    assert not _signed(signature="sha1=" + _hmac(b"{}").removeprefix("sha256="))
-    assert not _signed()
-    # With a timestamp the HMAC covers it, and the request is refused five minutes on.
-    stamp = str(int(NOW))
-    assert _signed(timestamp=stamp, signature=_hmac(f"{stamp}.".encode() + b"{}"))
-    assert not _signed(timestamp=stamp, signature=_hmac(b"{}"))
+STAMP = str(int(NOW))
+
+
+def test_a_request_proves_the_secret_by_bearer_or_by_a_timestamped_hmac() -> None:
+    assert _signed(authorization=f"Bearer {SECRET}") == Proof("bearer")
+    assert _signed(authorization=f"bearer  {SECRET} ") == Proof("bearer")
+    for wrong in ("Bearer wrong", f"Basic {SECRET}", "Bearer "):
+        assert _signed(authorization=wrong) is None
+    good = _hmac(f"{STAMP}.".encode() + b"{}")
+    proof = _signed(timestamp=STAMP, signature=good)
+    assert proof == Proof("signature", good.removeprefix("sha256="))
+    assert _signed(timestamp=STAMP, signature=good.upper().replace("SHA256=", "sha256="))
+    # A bearer header decides alone (a wrong one is not saved by a good signature); an
+    # empty one is no header.
+    assert _signed(authorization="Bearer wrong", timestamp=STAMP, signature=good) is None
+    assert _signed(authorization="  ", timestamp=STAMP, signature=good) == proof
+    assert _signed(timestamp=STAMP, signature=_hmac(f"{STAMP}.".encode() + b"{}", "other")) is None
+    assert _signed(timestamp=STAMP, signature=good, body=b"{} ") is None
+    assert _signed(timestamp=STAMP, signature="sha1=" + good.removeprefix("sha256=")) is None
+    assert _signed() is None
+    # No signature over the bare body: it could be replayed forever, and a signed
+    # TS.BODY sent as a body of its own would pass (the timestamp moved into the body).
+    assert _signed(signature=_hmac(b"{}")) is None
+    assert _signed(signature=good, body=f"{STAMP}.".encode() + b"{}") is None
+    # Five minutes on, refused; odd timestamps are refused, not errors.
     old = str(int(NOW) - 301)
-    assert not _signed(timestamp=old, signature=_hmac(f"{old}.".encode() + b"{}"))
-    assert not _signed(timestamp="١٢٣", signature=_hmac("١٢٣.{}".encode()))
+    assert _signed(timestamp=old, signature=_hmac(f"{old}.".encode() + b"{}")) is None
+    for odd in ("١٢٣", "9" * 4400, "-5", "1e9", ""):
+        assert _signed(timestamp=odd, signature=_hmac(f"{odd}.".encode() + b"{}")) is None
     # A deleted trigger's secret is blank: nothing proves it.
-    assert not signed("", authorization="Bearer ", signature=None, timestamp=None, body=b"",
-                      now=NOW)  # fmt: skip
+    assert signed("", authorization="Bearer ", signature=None, timestamp=None, body=b"",
+                  now=NOW) is None  # fmt: skip
 
 
 class _Trigger:

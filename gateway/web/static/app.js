@@ -112,7 +112,9 @@ function approvalCard(li, approval) {
   warning.textContent = approval.warning ? `⚠ ${approval.warning}` : "";
   const actions = document.createElement("div");
   actions.className = "actions";
-  for (const [decision, label] of LABELS[approval.kind] || LABELS.tool) {
+  const offered = (LABELS[approval.kind] || LABELS.tool).filter(
+    ([decision]) => decision !== "allow_conversation" || approval.always_allow !== false);
+  for (const [decision, label] of offered) {
     const button = document.createElement("button");
     button.textContent = label;
     button.onclick = () => decideApproval(li, approval, decision);

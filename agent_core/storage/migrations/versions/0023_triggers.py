@@ -1,7 +1,8 @@
 """triggers and quiet runs: triggers (a conversation, a prompt, a secret: an HTTP request
 or ``chatgate trigger fire`` queues a turn there) and each fire's receipt; a schedule's
 ``notify`` ("always", or "if_notable": a run posts only what its model marks worth
-posting) and the quiet turns it queues
+posting) and the quiet turns it queues; whether an approval offers "Allow in this
+conversation" (a policy rule's ``always_allow``)
 
 Revision ID: 0023
 Revises: 0022
@@ -29,6 +30,10 @@ def upgrade() -> None:
     with op.batch_alter_table("turns") as batch:
         batch.add_column(
             sa.Column("quiet", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
+    with op.batch_alter_table("approvals") as batch:
+        batch.add_column(
+            sa.Column("always_allow", sa.Boolean(), nullable=False, server_default=sa.true())
         )
     op.create_table(
         "triggers",
@@ -65,6 +70,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("trigger_fires")
     op.drop_table("triggers")
+    with op.batch_alter_table("approvals") as batch:
+        batch.drop_column("always_allow")
     with op.batch_alter_table("turns") as batch:
         batch.drop_column("quiet")
     with op.batch_alter_table("schedules") as batch:
