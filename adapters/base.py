@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, Self, TypeVar
 
 from agent_core.command_registry import Suggest
 from agent_core.delivery import Outbound
-from agent_core.events import ButtonPress, ConversationKey, InboundMessage, Platform, Reaction
+from agent_core.events import (
+    ButtonPress,
+    ConversationKey,
+    InboundMessage,
+    MessageDeleted,
+    Platform,
+    Reaction,
+)
 from agent_core.faults import FaultPoints
 from agent_core.files.fetching import FileSource
 from agent_core.home import PersonHome
@@ -111,7 +118,7 @@ class EventSink(Protocol):
 
     async def __call__(
         self,
-        event: InboundMessage | ButtonPress | Reaction,
+        event: InboundMessage | ButtonPress | Reaction | MessageDeleted,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,
@@ -121,7 +128,7 @@ class EventSink(Protocol):
         (``raw["addressed"]`` False) is dropped unless the agent talks there already. A
         press is decided (an approval, or a schedule's pause, resume or delete); a person
         who may not is told through ``refuse``. A reaction (👍/👎) rates the agent's reply
-        it is on (``agent_core.feedback``).
+        it is on (``agent_core.feedback``). A deleted message leaves the history.
 
         ``deadline``: return after this many seconds at most, for platforms that must
         be answered in time; the work goes on. A message not stored by then raises
@@ -244,7 +251,7 @@ def heard(sink: EventSink, hearing: Hearing) -> EventSink:
     """``sink``, noting in ``hearing`` that each event arrived."""
 
     async def forward(
-        event: InboundMessage | ButtonPress | Reaction,
+        event: InboundMessage | ButtonPress | Reaction | MessageDeleted,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,

@@ -88,6 +88,17 @@ class _FromPlatform:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Quote:
+    """The message a message replies to or quotes, as the platform sent it along: its
+    words (the quoted part, when the person quoted a part) and who wrote them
+    (``platform:user``, or ``assistant`` for the agent's own)."""
+
+    text: str
+    author: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InboundMessage(_FromPlatform):
     """A person wrote something the agent should answer.
 
@@ -98,6 +109,8 @@ class InboundMessage(_FromPlatform):
 
     kind: Literal["message"] = "message"
     text: str
+    # The message it replies to or quotes (the model sees it with this one).
+    quote: Quote | None = None
     mentions: tuple[str, ...] = ()
     attachments: tuple[Attachment, ...] = ()
     reply_to: str | None = None
@@ -229,7 +242,16 @@ class Edit:
     payload: dict[str, JsonValue] | None = None
 
 
-InboundEvent: TypeAlias = InboundMessage | ButtonPress | Reaction
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageDeleted(_FromPlatform):
+    """A person deleted a message of theirs (``message_id``, the platform's id): it
+    leaves the history the model sees, and so do the memories drawn from its turn."""
+
+    kind: Literal["deleted"] = "deleted"
+    message_id: str
+
+
+InboundEvent: TypeAlias = InboundMessage | ButtonPress | Reaction | MessageDeleted
 OutboundEvent: TypeAlias = Reply | ApprovalPrompt | Edit
 Event: TypeAlias = InboundEvent | OutboundEvent
 

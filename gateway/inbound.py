@@ -20,7 +20,7 @@ from agent_core.errors import (
     ApprovalNotFound,
     NotAllowedToDecide,
 )
-from agent_core.events import ButtonPress, InboundMessage
+from agent_core.events import ButtonPress, InboundMessage, MessageDeleted
 from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
@@ -201,6 +201,14 @@ class Inbound:
         )
         if not stopping:
             await self._gate.tell(event, accepted, NOTHING_TO_STOP)
+
+    async def message_deleted(self, event: MessageDeleted) -> None:
+        """A person deleted their message: it leaves what the model sees, with the memories
+        drawn from its turn; a turn it opened that has not started does not run."""
+        found = await self._store.forget_message(event.conversation, event.message_id)
+        if found:
+            log.info("message deleted on its platform", platform=event.platform, found=found)
+            self._hub.publish(event.conversation)
 
     async def stop_pressed(self, press: ButtonPress) -> str | None:
         """A reply's Stop button: its turn (``press.value``) ends at its next step boundary,

@@ -28,6 +28,7 @@ from agent_core.events import (
     ConversationKey,
     Edit,
     InboundMessage,
+    MessageDeleted,
     Platform,
     Reaction,
     utcnow,
@@ -70,12 +71,17 @@ class Sink:
 
     async def __call__(
         self,
-        event: InboundMessage | ButtonPress | Reaction,
+        event: InboundMessage | ButtonPress | Reaction | MessageDeleted,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,
     ) -> Accepted | None:
         runtime = self._app[RUNTIME]
+        if isinstance(event, MessageDeleted):
+            # Not ledgered: forgetting twice finds nothing the second time.
+            deleted = runtime.inbound.message_deleted(event)
+            await asyncio.wait({self.run(deleted)}, timeout=deadline)
+            return None
         if isinstance(event, ButtonPress):
             await asyncio.wait({self.run(self._press(runtime, event, refuse))}, timeout=deadline)
             return None

@@ -23,7 +23,14 @@ from aiohttp import web
 from adapters.base import Check, EventSink, GatewayHooks, Hearing, Lock, SenderLifecycle
 from adapters.discord.catch_up import MARK_EVERY, CatchUp, Mark
 from adapters.discord.interactions import CommandInteractions
-from adapters.discord.parse import MessageFacts, attachment, button_press, inbound, reaction
+from adapters.discord.parse import (
+    MessageFacts,
+    attachment,
+    button_press,
+    deleted,
+    inbound,
+    reaction,
+)
 from adapters.discord.render import button_class
 from adapters.discord.send import DiscordSender, point_at
 from agent_core.events import InboundMessage, Platform, utcnow
@@ -71,10 +78,11 @@ def facts_from_message(message: discord.Message) -> MessageFacts:
     if isinstance(channel, discord.Thread):
         thread_parent = str(channel.parent_id)
         bot_in_thread = channel.me is not None
-    replied = None
+    replied = replied_text = None
     reference = message.reference
     if reference is not None and isinstance(reference.resolved, discord.Message):
         replied = str(reference.resolved.author.id)
+        replied_text = reference.resolved.content
     return MessageFacts(
         message_id=str(message.id),
         channel_id=str(message.channel.id),
@@ -86,6 +94,7 @@ def facts_from_message(message: discord.Message) -> MessageFacts:
         content=message.content,
         mentions=tuple(str(m.id) for m in message.mentions),
         replied_to_author=replied,
+        replied_text=replied_text,
         thread_parent=thread_parent,
         bot_in_thread=bot_in_thread,
         attachments=tuple(
@@ -200,6 +209,10 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             async def on_message(self, message: discord.Message) -> None:
                 outer.hearing.heard()
                 await outer.on_message(message, sink)
+
+            async def on_raw_message_delete(self, event: discord.RawMessageDeleteEvent) -> None:
+                outer.hearing.heard()
+                await outer.on_delete(event, sink)
 
             async def on_raw_reaction_add(self, event: discord.RawReactionActionEvent) -> None:
                 outer.hearing.heard()
@@ -316,6 +329,19 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             await self._hooks.hear_until("discord", at)
         except Exception as exc:
             log.warning("could not keep discord's hearing mark", error=repr(exc))
+
+    async def on_delete(self, event: discord.RawMessageDeleteEvent, sink: EventSink) -> None:
+        """A message deleted (raw: no message cache): if it was a person's message to the
+        agent, it leaves the history."""
+        gone = deleted(
+            guild_id=str(event.guild_id) if event.guild_id else None,
+            channel_id=str(event.channel_id),
+            message_id=str(event.message_id),
+        )
+        try:
+            await sink(gone)
+        except Exception:
+            log.exception("forgetting a deleted discord message failed", message_id=gone.message_id)
 
     async def on_reaction(
         self, event: discord.RawReactionActionEvent, sink: EventSink, *, added: bool

@@ -33,7 +33,9 @@ from agent_core.events import (
     ButtonPress,
     ConversationKey,
     InboundMessage,
+    MessageDeleted,
     MessageRef,
+    Quote,
     Reaction,
 )
 
@@ -77,6 +79,7 @@ class MessageFacts:
     content: str
     mentions: tuple[str, ...]
     replied_to_author: str | None = None
+    replied_text: str | None = None
     thread_parent: str | None = None  # set when the channel is a thread
     bot_in_thread: bool = False
     attachments: tuple[Attachment, ...] = ()
@@ -105,6 +108,9 @@ def facts_from_dispatch(
         content=str(data.get("content") or ""),
         mentions=tuple(str(m["id"]) for m in data.get("mentions") or () if isinstance(m, Mapping)),
         replied_to_author=str(replied["id"]) if isinstance(replied, Mapping) else None,
+        replied_text=str(referenced.get("content") or "")
+        if isinstance(referenced, Mapping)
+        else None,
         thread_parent=thread_parent,
         bot_in_thread=bot_in_thread,
         attachments=tuple(
@@ -150,7 +156,28 @@ def inbound(facts: MessageFacts, *, bot_id: str) -> InboundMessage | None:
         mentions=tuple(user_id(m) for m in facts.mentions),
         attachments=facts.attachments,
         reply_to=facts.message_id,
+        quote=_quote(facts, bot_id),
         raw={"channel_id": facts.channel_id} | ({"ambient": True} if ambient else {}),
+    )
+
+
+def _quote(facts: MessageFacts, bot_id: str) -> Quote | None:
+    """The message this one replies to, when Discord sent it along."""
+    if not facts.replied_text or not facts.replied_text.strip() or facts.replied_to_author is None:
+        return None
+    author = "assistant" if facts.replied_to_author == bot_id else user_id(facts.replied_to_author)
+    return Quote(text=facts.replied_text, author=author)
+
+
+def deleted(*, guild_id: str | None, channel_id: str, message_id: str) -> MessageDeleted:
+    """A message deleted in a channel (or a thread, named as its channel)."""
+    return MessageDeleted(
+        platform="discord",
+        workspace=guild_id or DM,
+        channel=channel_id,
+        user="discord:?",
+        message_id=message_id,
+        platform_event_id=f"delete:{message_id}",
     )
 
 

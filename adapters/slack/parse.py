@@ -33,6 +33,7 @@ from agent_core.events import (
     ButtonPress,
     ConversationKey,
     InboundMessage,
+    MessageDeleted,
     MessageRef,
     Rating,
     Reaction,
@@ -87,10 +88,12 @@ def bare_user(user: str) -> str:
     return user.removeprefix("slack:")
 
 
-def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> InboundMessage | None:
-    """An ``event_callback`` envelope as an inbound message, or None when it is not one the
-    agent answers (the bot's own, another bot's, an edit, a channel message that neither
-    mentions the bot nor is in a thread)."""
+def parse_event(
+    envelope: Mapping[str, Any], *, bot_user: str | None
+) -> InboundMessage | MessageDeleted | None:
+    """An ``event_callback`` envelope as an inbound message (or a message deleted), or None
+    when it is not one the agent answers (the bot's own, another bot's, an edit, a channel
+    message that neither mentions the bot nor is in a thread)."""
     event = envelope.get("event")
     team = envelope.get("team_id")
     if not isinstance(event, Mapping) or not isinstance(team, str):
@@ -98,6 +101,8 @@ def parse_event(envelope: Mapping[str, Any], *, bot_user: str | None) -> Inbound
     kind = event.get("type")
     if kind not in ("app_mention", "message"):
         return None
+    if event.get("subtype") == "message_deleted":
+        return _deleted(event, team)
     if event.get("subtype") not in _PERSON_SUBTYPES or event.get("bot_id"):
         return None
     user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
@@ -190,6 +195,24 @@ def parse_reaction(envelope: Mapping[str, Any], *, bot_user: str | None) -> Reac
         added=added,
         user_team=_sender_team(envelope, event, team),
         platform_event_id=f"react:{envelope.get('event_id') or event.get('event_ts')}",
+    )
+
+
+def _deleted(event: Mapping[str, Any], team: str) -> MessageDeleted | None:
+    """A ``message_deleted`` message event: the message (``deleted_ts``) leaves the
+    history if a person wrote it to the agent."""
+    channel, gone = event.get("channel"), event.get("deleted_ts")
+    if not (isinstance(channel, str) and isinstance(gone, str)):
+        return None
+    previous = event.get("previous_message")
+    author = previous.get("user") if isinstance(previous, Mapping) else None
+    return MessageDeleted(
+        platform="slack",
+        workspace=team,
+        channel=channel,
+        user=user_id(author) if isinstance(author, str) else "slack:?",
+        message_id=gone,
+        platform_event_id=f"delete:{channel}:{gone}",
     )
 
 

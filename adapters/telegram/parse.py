@@ -36,6 +36,7 @@ from agent_core.events import (
     ConversationKey,
     InboundMessage,
     MessageRef,
+    Quote,
     Rating,
     Reaction,
 )
@@ -124,6 +125,7 @@ def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> In
         platform_event_id=f"{bot.id}:{update_id}",
         attachments=attachments,
         reply_to=str(message_id),
+        quote=_quote(message, bot),
         # Not addressed to the bot: a group's chatter, answered only where a profile
         # answers every message (the gateway decides; the bot sees it only with privacy
         # mode off).
@@ -260,6 +262,24 @@ def _replies_to_bot(message: Mapping[str, Any], bot: BotIdentity) -> bool:
         return False
     author = replied.get("from")
     return isinstance(author, Mapping) and author.get("id") == bot.id
+
+
+def _quote(message: Mapping[str, Any], bot: BotIdentity) -> Quote | None:
+    """The message this one replies to (the part it quotes, when it quotes a part)."""
+    replied = message.get("reply_to_message")
+    if not isinstance(replied, Mapping) or replied.get("forum_topic_created"):
+        return None
+    quoted = message.get("quote")
+    text = quoted.get("text") if isinstance(quoted, Mapping) else None
+    if not isinstance(text, str):
+        text = (
+            replied.get("text") if isinstance(replied.get("text"), str) else replied.get("caption")
+        )
+    author = replied.get("from")
+    if not isinstance(text, str) or not text.strip() or not isinstance(author, Mapping):
+        return None
+    who = "assistant" if author.get("id") == bot.id else user_id(author.get("id", "?"))
+    return Quote(text=text, author=who, message_id=str(replied.get("message_id", "")) or None)
 
 
 def _without_mention(text: str, entities: Sequence[Mapping[str, Any]], bot: BotIdentity) -> str:

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey, utcnow
 from agent_core.journaled import ModelCallOutput
+from agent_core.quoting import with_quote
 from agent_core.records import (
     FinishedStep,
     Role,
@@ -65,6 +66,12 @@ _HEAD = (
         .limit(1)
         .scalar_subquery()
         .label("trigger"),
+        select(messages.c.quote)
+        .where(messages.c.turn_id == turns.c.id, messages.c.role == "user")
+        .order_by(messages.c.id)
+        .limit(1)
+        .scalar_subquery()
+        .label("trigger_quote"),
         exists().where(attachments.c.turn_id == turns.c.id).label("has_files"),
     )
     .select_from(turns)
@@ -190,7 +197,13 @@ def _turn_record(
     steps: Sequence[Row[Any]] | None = None,
 ) -> TurnRecord:
     """The turn as the loop sees it, from its row and ``head`` (``steps`` when just read)."""
-    trigger = row.prompt if row.prompt is not None else head.trigger
+    trigger = (
+        row.prompt
+        if row.prompt is not None
+        else None
+        if head.trigger is None
+        else with_quote(head.trigger, head.trigger_quote)
+    )
     if trigger is None and row.merged_into is not None:
         trigger = ""  # its message was taken into turn ``merged_into``, and lives there now
     if trigger is None:

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey, InboundMessage, utcnow
 from agent_core.feedback import ANSWER_WINDOW, comment_of
+from agent_core.quoting import quote_json, with_quote
 from agent_core.records import (
     Accepted,
     ApprovalRecord,
@@ -133,12 +134,15 @@ _HISTORY = (
         messages.c.turn_id > _SUMMARY_TURN,
         messages.c.role.in_(("user", "assistant")),
         messages.c.id > _HISTORY_FROM,
+        messages.c.deleted_at.is_(None),
     )
     .order_by(messages.c.turn_id.desc(), messages.c.id.desc())
     .limit(bindparam("b_limit"))
 )
 # What a prompt reads of the past: three columns, not the whole rows (up to hundreds).
-_PAST = _HISTORY.with_only_columns(messages.c.role, messages.c.text, messages.c.turn_id)
+_PAST = _HISTORY.with_only_columns(
+    messages.c.role, messages.c.text, messages.c.turn_id, messages.c.quote
+)
 _MESSAGES_AFTER = (
     select(messages)
     .where(messages.c.conversation_id == bindparam("b_id"), messages.c.id > bindparam("b_after"))
@@ -200,6 +204,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
                 "author": event.user,
                 "turn_id": turn_id,
                 "platform_message_id": event.reply_to,
+                "quote": quote_json(event.quote),
                 "created_at": now,
             },
         ).scalar_one()
@@ -399,7 +404,9 @@ def model_call_started(
     ).scalar()
     params = {"b_id": turn.conversation_id, "b_turn": turn.id, "b_limit": history_limit}
     rows = conn.execute(_PAST, params).all()
-    return summary, [HistoryLine(row[0], row[1], row[2]) for row in reversed(rows)]
+    return summary, [
+        HistoryLine(row[0], with_quote(row[1], row[3]), row[2]) for row in reversed(rows)
+    ]
 
 
 def save_summary(conn: Connection, conversation_id: str, *, summary: str, upto_turn: int) -> bool:

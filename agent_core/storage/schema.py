@@ -106,6 +106,11 @@ messages = Table(
     Column("approval_id", String(32)),
     # Structured content some items carry (the ``jobs`` listing: schedules and buttons).
     Column("payload", JSON),
+    # The message a person's message replies to or quotes: {"text", "author"}.
+    Column("quote", JSON),
+    # When its author deleted it on the platform: its text is gone, and so is it from
+    # what the model sees.
+    Column("deleted_at", UTCDateTime()),
     Column("created_at", UTCDateTime(), nullable=False),
     Index("ix_messages_conversation_id_id", "conversation_id", "id"),
     Index("ix_messages_conversation_turn", "conversation_id", "turn_id"),

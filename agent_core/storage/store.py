@@ -38,7 +38,7 @@ from agent_core.records import (
     Usage,
 )
 from agent_core.storage import approvals as approval_sql
-from agent_core.storage import journal, ledger, upkeep
+from agent_core.storage import journal, ledger, message_changes, upkeep
 from agent_core.storage import leases as lease_sql
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import marks as mark_sql
@@ -470,6 +470,12 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows, JobRows,
     async def conversation_scope(self, conversation_id: str) -> list[str]:
         """This conversation, and its channel's threads when it is a channel's own."""
         return await self.database.read(schedule_sql.scope, conversation_id)
+
+    async def forget_message(self, key: ConversationKey, message_id: str) -> int:
+        """A person deleted their message (see ``storage.message_changes``)."""
+        return await self.database.write(
+            message_changes.forget_message, key, message_id, now=utcnow()
+        )
 
     async def find_conversation(self, platform: str, channel: str) -> str | None:
         """The id of a channel's own conversation (not one of its threads), if we know it."""

@@ -90,6 +90,12 @@ class Ledger(Marks, Protocol):
         """The id of the conversation at ``key``, if it exists."""
         ...
 
+    async def forget_message(self, key: ConversationKey, message_id: str) -> int:
+        """A person deleted their message (``message_id``, the platform's) at ``key``: out
+        of the history, with the memories drawn from its turn; its turn, if not started,
+        unanswered. How many were found."""
+        ...
+
     async def conversation(self, conversation_id: str) -> ConversationRecord | None:
         """One conversation by id, or None."""
         ...

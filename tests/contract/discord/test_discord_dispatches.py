@@ -13,6 +13,7 @@ import pytest
 from adapters.base import BadRequest
 from adapters.discord.parse import (
     CUSTOM_ID,
+    deleted,
     facts_from_dispatch,
     inbound,
     parse_interaction,
@@ -23,6 +24,7 @@ from agent_core.events import (
     ApprovalPrompt,
     ConversationKey,
     InboundMessage,
+    Quote,
     event_from_json,
     event_to_json,
 )
@@ -68,6 +70,38 @@ def test_a_guild_mention_is_the_channel_s_conversation_without_the_mention() -> 
     )
     assert event.text == "summarise today's incidents"
     assert event.mentions == (f"discord:{BOT}",)
+
+
+def test_a_reply_to_the_bots_message_carries_it() -> None:
+    """Discord sends the replied-to message along (``referenced_message``): a reply to the
+    bot addresses it, and the model sees what it replies to."""
+    data = _data("message_create_guild_chatter")
+    data["message_reference"] = {"message_id": "1312785400000000009", "channel_id": "1"}
+    data["referenced_message"] = {
+        "id": "1312785400000000009",
+        "content": "The deploy finished at 10:02.",
+        "author": {"id": BOT, "username": "chatgate", "bot": True},
+    }
+    event = inbound(facts_from_dispatch(data), bot_id=BOT)
+    assert event is not None
+    assert "ambient" not in event.raw
+    assert event.quote == Quote(text="The deploy finished at 10:02.", author="assistant")
+    assert event_from_json(event_to_json(event)) == event
+    data["referenced_message"]["author"] = {"id": "301234567890123456", "username": "alice"}
+    event = inbound(facts_from_dispatch(data), bot_id=BOT)
+    assert event is not None
+    assert event.quote == Quote(text="The deploy finished at 10:02.", author=ALICE)
+
+
+def test_a_deleted_message_names_its_channel_or_thread() -> None:
+    gone = deleted(guild_id=GUILD, channel_id="1200000000000000010", message_id="99")
+    assert (gone.platform, gone.workspace, gone.channel, gone.message_id) == (
+        "discord",
+        GUILD,
+        "1200000000000000010",
+        "99",
+    )
+    assert deleted(guild_id=None, channel_id="5", message_id="7").workspace == "@me"
 
 
 def test_guild_chatter_that_does_not_address_the_bot_is_ambient() -> None:

@@ -20,7 +20,13 @@ from adapters.slack.parse import (
 )
 from adapters.slack.render import approval_blocks
 from agent_core.access import AccessPolicy
-from agent_core.events import ApprovalPrompt, ConversationKey, event_from_json, event_to_json
+from agent_core.events import (
+    ApprovalPrompt,
+    ConversationKey,
+    MessageDeleted,
+    event_from_json,
+    event_to_json,
+)
 
 HERE = Path(__file__).parent
 BOT = "U0LAN0Z89"
@@ -111,6 +117,18 @@ def test_a_reply_in_a_dm_thread_still_addresses_the_bot() -> None:
     assert event is not None
     assert event.thread == "1699999999.000001"
     assert mentions_bot(event)
+
+
+def test_a_deleted_message_is_named_by_its_channel_and_ts() -> None:
+    gone = parse_event(_load("message_deleted"), bot_user=BOT)
+    assert isinstance(gone, MessageDeleted)
+    assert (gone.workspace, gone.channel, gone.message_id, gone.user) == (
+        "T061EG9R6",
+        "C0LAN2Q65",
+        "1700000000.000100",
+        "slack:U061F7AUR",
+    )
+    assert event_from_json(event_to_json(gone)) == gone
 
 
 @pytest.mark.parametrize("name", ["message_changed", "bot_message", "own_message"])

@@ -17,6 +17,7 @@ from agent_core.events import (
     ButtonPress,
     ConversationKey,
     InboundMessage,
+    Quote,
     Reaction,
     event_from_json,
     event_to_json,
@@ -71,6 +72,26 @@ def test_a_reply_to_the_bot_in_a_group_is_answered() -> None:
     event = _message("reply_to_bot")
     assert event.user == "telegram:5559876"
     assert event.text == "and when did it end?"
+    # The message it replies to comes with it (the agent's own, here).
+    assert event.quote == Quote(
+        text="The incident started at 09:12.", author="assistant", message_id="315"
+    )
+
+
+def test_a_partial_quote_of_someone_elses_message_is_the_quoted_part() -> None:
+    update = _load("reply_to_bot")
+    message = update["message"]
+    message["reply_to_message"]["from"] = {"id": 5551234, "is_bot": False, "first_name": "A"}
+    message["quote"] = {"text": "started at 09:12", "position": 13}
+    message["text"] = "@chatgate_test_bot is that right?"
+    message["entities"] = [{"type": "mention", "offset": 0, "length": 18}]
+    event = parse_update(update, bot=BOT)
+    assert isinstance(event, InboundMessage)
+    assert event.quote == Quote(
+        text="started at 09:12", author="telegram:5551234", message_id="315"
+    )
+    # A message that replies to nothing quotes nothing.
+    assert _message("group_mention").quote is None
 
 
 def test_a_forum_topic_is_a_thread_and_a_command_loses_the_bot_name() -> None:

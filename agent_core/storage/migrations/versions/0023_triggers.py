@@ -2,7 +2,8 @@
 or ``chatgate trigger fire`` queues a turn there) and each fire's receipt; a schedule's
 ``notify`` ("always", or "if_notable": a run posts only what its model marks worth
 posting) and the quiet turns it queues; whether an approval offers "Allow in this
-conversation" (a policy rule's ``always_allow``)
+conversation" (a policy rule's ``always_allow``); the message a person's message replies to
+or quotes, and when its author deleted it
 
 Revision ID: 0023
 Revises: 0022
@@ -35,6 +36,9 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("always_allow", sa.Boolean(), nullable=False, server_default=sa.true())
         )
+    with op.batch_alter_table("messages") as batch:
+        batch.add_column(sa.Column("quote", sa.JSON()))
+        batch.add_column(sa.Column("deleted_at", sa.DateTime(timezone=True)))
     op.create_table(
         "triggers",
         sa.Column("id", sa.String(16), primary_key=True),
@@ -70,6 +74,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("trigger_fires")
     op.drop_table("triggers")
+    with op.batch_alter_table("messages") as batch:
+        batch.drop_column("deleted_at")
+        batch.drop_column("quote")
     with op.batch_alter_table("approvals") as batch:
         batch.drop_column("always_allow")
     with op.batch_alter_table("turns") as batch:

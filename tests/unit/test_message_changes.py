@@ -1,0 +1,103 @@
+"""Replies and deletes in the event schema (issue #29): a message that replies to another
+carries it into what the model sees; a message its author deletes leaves that history,
+with the memories drawn from its turn, and a turn it opened that has not started does not
+run."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from agent_core.events import ConversationKey, InboundMessage, Quote
+from agent_core.storage.database import Database
+from agent_core.storage.schema import audit_log, memories, messages, turns
+from agent_core.storage.store import Store
+
+WHERE = {"platform": "slack", "workspace": "T1", "channel": "C1", "thread": "100.1"}
+
+
+def _said(text: str, ts: str, *, quote: Quote | None = None) -> InboundMessage:
+    return InboundMessage(**WHERE, user="slack:U1", text=text, platform_event_id=f"ev{ts}",
+                          reply_to=ts, quote=quote)  # fmt: skip
+
+
+async def _answer(store: Store, turn_id: int, seq: int = 1) -> None:
+    turn = await store.start_turn(turn_id)
+    await store.record_reply_intent(turn, seq, role="assistant", text=f"answer {turn_id}",
+                                    delivery_key=f"{turn_id}:{seq}")  # fmt: skip
+    await store.finish_turn(turn_id, status="done", error=None)
+
+
+async def test_a_reply_carries_what_it_replies_to_into_the_turn_and_the_history(
+    database: Database,
+) -> None:
+    store = Store(database)
+    quoted = Quote(text="The incident started at 09:12.", author="assistant")
+    first = await store.accept_inbound(_said("and when did it end?", "100.2", quote=quoted))
+    turn = await store.load_turn(first.turn_id)
+    assert turn.trigger_text == (
+        '[Replying to your earlier message: "The incident started at 09:12."]\nand when did it end?'
+    )
+    await _answer(store, first.turn_id)
+    second = await store.accept_inbound(_said("thanks", "100.3"))
+    later = await store.start_turn(second.turn_id)
+    _summary, past = await store.start_model_call(later, 1, input={}, history_limit=10)
+    assert [line.text for line in past] == [turn.trigger_text, f"answer {first.turn_id}"]
+    assert later.trigger_text == "thanks"
+    other = Quote(text="x" * 900, author="slack:U2")
+    third = await store.accept_inbound(_said("agreed", "100.4", quote=other))
+    shown = (await store.load_turn(third.turn_id)).trigger_text
+    assert shown.startswith("[Replying to slack:U2's message: \"xxx")
+    assert shown.endswith('…"]\nagreed')
+
+
+async def test_a_deleted_message_leaves_the_history_and_its_memories(database: Database) -> None:
+    store = Store(database)
+    first = await store.accept_inbound(_said("my password is hunter2", "100.2"))
+    await _answer(store, first.turn_id)
+    for source in (
+        f"remember in turn {first.turn_id}",
+        f"extracted from turn {first.turn_id} on 2026-12-05",
+        "remember in turn 9999",
+    ):
+        await store.remember(
+            user="slack:U1", conversation_id=first.conversation_id, scope="me",
+            fact=f"fact from {source}", about=source, source=source,
+        )  # fmt: skip
+    pending = await store.accept_inbound(_said("and also this", "100.3"))
+
+    key = ConversationKey(platform="slack", workspace="T1", channel="C1")
+    assert await store.forget_message(key, "100.2") == 1
+    assert await store.forget_message(key, "100.3") == 1
+    assert await store.forget_message(key, "100.2") == 0  # gone already
+    assert await store.forget_message(key, "999.9") == 0  # not one of ours
+
+    rows = await database.read(
+        lambda conn: conn.execute(
+            select(messages.c.text, messages.c.deleted_at).where(messages.c.role == "user")
+        ).all()
+    )
+    assert [(text, at is not None) for text, at in rows] == [("", True), ("", True)]
+    # The pending turn it opened does not run.
+    assert (await store.load_turn(pending.turn_id)).status == "failed"
+    later = await store.accept_inbound(_said("what did I tell you?", "100.4"))
+    turn = await store.start_turn(later.turn_id)
+    _summary, past = await store.start_model_call(turn, 1, input={}, history_limit=10)
+    assert [line.text for line in past] == [f"answer {first.turn_id}"]
+    kept = await database.read(
+        lambda conn: conn.execute(
+            select(memories.c.source).where(memories.c.forgotten_at.is_(None))
+        ).scalars().all()
+    )  # fmt: skip
+    assert list(kept) == ["remember in turn 9999"]
+    audited = await database.read(
+        lambda conn: conn.execute(
+            select(audit_log.c.action, audit_log.c.detail).where(
+                audit_log.c.action == "message.delete"
+            )
+        ).all()
+    )
+    assert [detail["memories_forgotten"] for _a, detail in audited] == [2, 0]
+    statuses = await database.read(
+        lambda conn: conn.execute(select(turns.c.status).order_by(turns.c.id)).scalars().all()
+    )
+    assert list(statuses) == ["done", "failed", "running"]
