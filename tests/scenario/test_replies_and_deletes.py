@@ -1,0 +1,119 @@
+"""Replies and deletes through the real SDKs against the fake platforms (issue #29): a
+Telegram reply to the bot's earlier message puts that message before the person's words in
+what the model sees; a Slack message its author deleted is gone from what the next turn
+sees."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.gateway import GatewayProcess
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import TEAM, FakeSlack
+from tests.fakes.telegram_server import BOT_ID, BOT_USERNAME, FakeTelegram
+from tests.scenario.test_slack import CHANNEL, _mention, _post_event
+from tests.scenario.test_telegram import GROUP, _gateway, _post, _text
+
+pytestmark = pytest.mark.any_database
+
+
+@pytest.fixture
+def telegram_gateway(
+    database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
+) -> Iterator[GatewayProcess]:
+    process = _gateway(database_url, model_server, telegram, tmp_path)
+    process.start()
+    yield process
+    process.stop()
+
+
+def test_a_telegram_reply_to_the_bots_message_shows_the_model_that_message(
+    telegram_gateway: GatewayProcess, model_server: FakeModelServer, telegram: FakeTelegram
+) -> None:
+    model_server.script("The incident started at 09:12 and paged Sam.", "It ended at 09:40.")
+    assert _post(telegram_gateway, _text(f"@{BOT_USERNAME} when did it start?", chat=GROUP)) == 200
+    telegram.wait_for("sendMessage", 1)
+    # Someone replies to the bot's answer, without mentioning it (a reply addresses it).
+    update = _text("and when did it end?", chat=GROUP, user=5559876)
+    update["message"]["reply_to_message"] = {
+        "message_id": 1,  # (the bot's answer; its id does not matter here)
+        "date": int(time.time()),
+        "chat": {"id": GROUP, "type": "supergroup"},
+        "from": {"id": BOT_ID, "is_bot": True, "first_name": "chatgate"},
+        "text": "The incident started at 09:12 and paged Sam.",
+    }
+    assert _post(telegram_gateway, update) == 200
+    telegram.wait_for("sendMessage", 2)
+    asked = model_server.requests[1]["messages"][-1]["content"]
+    assert asked == (
+        '[Replying to your earlier message: "The incident started at 09:12 and paged Sam."]\n'
+        "and when did it end?"
+    )
+
+
+def _deleted(ts: str, *, thread: str) -> dict[str, Any]:
+    return {
+        "token": "unused",
+        "team_id": TEAM,
+        "api_app_id": "A0CHATGATE",
+        "type": "event_callback",
+        "event_id": f"EvDel{ts}",
+        "event_time": int(time.time()),
+        "event": {
+            "type": "message",
+            "subtype": "message_deleted",
+            "hidden": True,
+            "channel": CHANNEL,
+            "deleted_ts": ts,
+            "previous_message": {"type": "message", "user": "U0ALICE", "ts": ts,
+                                 "thread_ts": thread, "text": "gone"},
+            "event_ts": f"{time.time():.6f}",
+            "ts": f"{time.time():.6f}",
+            "channel_type": "channel",
+        },
+    }  # fmt: skip
+
+
+def _thread_reply(text: str, *, ts: str, thread: str) -> dict[str, Any]:
+    envelope = _mention(text, ts=ts, event_id=f"Ev{ts}")
+    envelope["event"] |= {"type": "message", "text": text, "thread_ts": thread}
+    return envelope
+
+
+def test_a_deleted_slack_message_is_gone_from_what_the_next_turn_sees(
+    database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **slack.settings(),
+        **model_server.settings(),
+    )
+    process.start()
+    try:
+        thread = "1700000100.000100"
+        model_server.script("Noted.", "Stored it.", "You told me nothing else.")
+        assert _post_event(process, _mention("deploy window is Friday", ts=thread))[0] == 200
+        slack.wait_for("chat.postMessage", 1)
+        secret = _thread_reply("my password is hunter2", ts="1700000101.000100", thread=thread)
+        assert _post_event(process, secret)[0] == 200
+        slack.wait_for("chat.postMessage", 2)
+        assert _post_event(process, _deleted("1700000101.000100", thread=thread))[0] == 200
+        time.sleep(0.5)
+        ask = _thread_reply("what did I tell you?", ts="1700000102.000100", thread=thread)
+        assert _post_event(process, ask)[0] == 200
+        slack.wait_for("chat.postMessage", 3)
+        seen = json.dumps(model_server.requests[2]["messages"])
+        assert "hunter2" not in seen
+        assert "deploy window is Friday" in seen
+        assert "hunter2" in json.dumps(model_server.requests[1]["messages"])
+    finally:
+        process.stop()
