@@ -38,6 +38,7 @@ from agent_core.events import (
     ConversationKey,
     InboundMessage,
     MessageDeleted,
+    MessageEdited,
     Platform,
     Reaction,
 )
@@ -118,7 +119,7 @@ class EventSink(Protocol):
 
     async def __call__(
         self,
-        event: InboundMessage | ButtonPress | Reaction | MessageDeleted,
+        event: InboundMessage | ButtonPress | Reaction | MessageDeleted | MessageEdited,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,
@@ -251,7 +252,7 @@ def heard(sink: EventSink, hearing: Hearing) -> EventSink:
     """``sink``, noting in ``hearing`` that each event arrived."""
 
     async def forward(
-        event: InboundMessage | ButtonPress | Reaction | MessageDeleted,
+        event: InboundMessage | ButtonPress | Reaction | MessageDeleted | MessageEdited,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,

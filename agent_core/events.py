@@ -251,7 +251,34 @@ class MessageDeleted(_FromPlatform):
     message_id: str
 
 
-InboundEvent: TypeAlias = InboundMessage | ButtonPress | Reaction | MessageDeleted
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageEdited(_FromPlatform):
+    """A person edited a message of theirs (``message_id``, the platform's) to ``text``:
+    a turn it opened that has not started reads the new text; during its turn the edit
+    is a message of its own, which the busy mode takes (``steer`` adds it); later, the
+    history notes it."""
+
+    kind: Literal["edited"] = "edited"
+    message_id: str
+    text: str
+
+
+def edited(message: InboundMessage, *, event_id: str) -> MessageEdited:
+    """An edit, from the message as its platform now sends it (parsed like a new one)."""
+    return MessageEdited(
+        platform=message.platform,
+        workspace=message.workspace,
+        channel=message.channel,
+        thread=message.thread,
+        user=message.user,
+        user_team=message.user_team,
+        message_id=message.reply_to or "",
+        text=message.text,
+        platform_event_id=event_id,
+    )
+
+
+InboundEvent: TypeAlias = InboundMessage | ButtonPress | Reaction | MessageDeleted | MessageEdited
 OutboundEvent: TypeAlias = Reply | ApprovalPrompt | Edit
 Event: TypeAlias = InboundEvent | OutboundEvent
 

@@ -20,7 +20,7 @@ from agent_core.errors import (
     ApprovalNotFound,
     NotAllowedToDecide,
 )
-from agent_core.events import ButtonPress, InboundMessage, MessageDeleted
+from agent_core.events import ButtonPress, InboundMessage, MessageDeleted, MessageEdited
 from agent_core.faults import FaultPoints
 from agent_core.gatekeeper import Gatekeeper
 from agent_core.jobs import JobQueue
@@ -209,6 +209,30 @@ class Inbound:
         if found:
             log.info("message deleted on its platform", platform=event.platform, found=found)
             self._hub.publish(event.conversation)
+
+    async def message_edited(self, event: MessageEdited) -> None:
+        """A person edited their message: a turn it opened that has not started reads the
+        new text; during its turn the edit comes in as a message of its own, which the
+        conversation's busy mode takes (``steer`` adds it to the running turn, ``queue``
+        answers it after); an answered one keeps the new text and notes the first."""
+        outcome = await self._store.edit_message(event.conversation, event.message_id, event.text)
+        log.info("message edited on its platform", platform=event.platform, outcome=outcome)
+        if outcome != "running":
+            if outcome is not None:
+                self._hub.publish(event.conversation)
+            return
+        edit = InboundMessage(
+            platform=event.platform,
+            workspace=event.workspace,
+            channel=event.channel,
+            thread=event.thread,
+            user=event.user,
+            user_team=event.user_team,
+            text=f"(I edited my last message; it now says:) {event.text}",
+            platform_event_id=f"edit:{event.platform_event_id}",
+            reply_to=event.message_id,
+        )
+        await self.accept(edit)
 
     async def stop_pressed(self, press: ButtonPress) -> str | None:
         """A reply's Stop button: its turn (``press.value``) ends at its next step boundary,

@@ -29,6 +29,7 @@ from agent_core.events import (
     Edit,
     InboundMessage,
     MessageDeleted,
+    MessageEdited,
     Platform,
     Reaction,
     utcnow,
@@ -71,7 +72,7 @@ class Sink:
 
     async def __call__(
         self,
-        event: InboundMessage | ButtonPress | Reaction | MessageDeleted,
+        event: InboundMessage | ButtonPress | Reaction | MessageDeleted | MessageEdited,
         *,
         deadline: float | None = None,
         refuse: Refuse | None = None,
@@ -81,6 +82,11 @@ class Sink:
             # Not ledgered: forgetting twice finds nothing the second time.
             deleted = runtime.inbound.message_deleted(event)
             await asyncio.wait({self.run(deleted)}, timeout=deadline)
+            return None
+        if isinstance(event, MessageEdited):
+            # Its text is set, not added to (an edit during a turn is ledgered as a message).
+            edited = runtime.inbound.message_edited(event)
+            await asyncio.wait({self.run(edited)}, timeout=deadline)
             return None
         if isinstance(event, ButtonPress):
             await asyncio.wait({self.run(self._press(runtime, event, refuse))}, timeout=deadline)

@@ -33,7 +33,7 @@ from adapters.discord.parse import (
 )
 from adapters.discord.render import button_class
 from adapters.discord.send import DiscordSender, point_at
-from agent_core.events import InboundMessage, Platform, utcnow
+from agent_core.events import InboundMessage, Platform, edited, utcnow
 from agent_core.records import Accepted
 from agent_core.settings import Settings
 
@@ -210,6 +210,10 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
                 outer.hearing.heard()
                 await outer.on_message(message, sink)
 
+            async def on_raw_message_edit(self, event: discord.RawMessageUpdateEvent) -> None:
+                outer.hearing.heard()
+                await outer.on_edit(event, sink)
+
             async def on_raw_message_delete(self, event: discord.RawMessageDeleteEvent) -> None:
                 outer.hearing.heard()
                 await outer.on_delete(event, sink)
@@ -329,6 +333,21 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
             await self._hooks.hear_until("discord", at)
         except Exception as exc:
             log.warning("could not keep discord's hearing mark", error=repr(exc))
+
+    async def on_edit(self, event: discord.RawMessageUpdateEvent, sink: EventSink) -> None:
+        """A message edited (its new content; embeds filled in later are not an edit): if
+        it was a person's message to the agent, the edit follows it."""
+        assert self.client is not None
+        assert self.client.user is not None
+        if "content" not in event.data:
+            return
+        now = inbound(facts_from_message(event.message), bot_id=str(self.client.user.id))
+        if now is None:
+            return
+        try:
+            await sink(edited(now, event_id=f"edit:{event.message_id}:{now.text[:40]}"))
+        except Exception:
+            log.exception("following a discord edit failed", message_id=event.message_id)
 
     async def on_delete(self, event: discord.RawMessageDeleteEvent, sink: EventSink) -> None:
         """A message deleted (raw: no message cache): if it was a person's message to the

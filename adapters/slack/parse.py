@@ -34,9 +34,11 @@ from agent_core.events import (
     ConversationKey,
     InboundMessage,
     MessageDeleted,
+    MessageEdited,
     MessageRef,
     Rating,
     Reaction,
+    edited,
 )
 
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
@@ -90,7 +92,7 @@ def bare_user(user: str) -> str:
 
 def parse_event(
     envelope: Mapping[str, Any], *, bot_user: str | None
-) -> InboundMessage | MessageDeleted | None:
+) -> InboundMessage | MessageDeleted | MessageEdited | None:
     """An ``event_callback`` envelope as an inbound message (or a message deleted), or None
     when it is not one the agent answers (the bot's own, another bot's, an edit, a channel
     message that neither mentions the bot nor is in a thread)."""
@@ -103,6 +105,8 @@ def parse_event(
         return None
     if event.get("subtype") == "message_deleted":
         return _deleted(event, team)
+    if event.get("subtype") == "message_changed":
+        return _edited(envelope, event, bot_user)
     if event.get("subtype") not in _PERSON_SUBTYPES or event.get("bot_id"):
         return None
     user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
@@ -196,6 +200,23 @@ def parse_reaction(envelope: Mapping[str, Any], *, bot_user: str | None) -> Reac
         user_team=_sender_team(envelope, event, team),
         platform_event_id=f"react:{envelope.get('event_id') or event.get('event_ts')}",
     )
+
+
+def _edited(
+    envelope: Mapping[str, Any], event: Mapping[str, Any], bot_user: str | None
+) -> MessageEdited | None:
+    """A ``message_changed`` message event whose text changed (Slack sends one for a link
+    preview too, with the same text: not an edit), read as the message it is now."""
+    message, previous = event.get("message"), event.get("previous_message")
+    if not isinstance(message, Mapping):
+        return None
+    if isinstance(previous, Mapping) and previous.get("text") == message.get("text"):
+        return None
+    now = {**message, "channel": event.get("channel"), "channel_type": event.get("channel_type")}
+    parsed = parse_event({**envelope, "event": now}, bot_user=bot_user)
+    if not isinstance(parsed, InboundMessage):
+        return None
+    return edited(parsed, event_id=f"edit:{parsed.channel}:{event.get('event_ts')}")
 
 
 def _deleted(event: Mapping[str, Any], team: str) -> MessageDeleted | None:

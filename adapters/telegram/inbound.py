@@ -34,7 +34,7 @@ from adapters.http import json_error, too_large
 from adapters.payloads import check, load_json, same_secret
 from adapters.telegram.parse import ALLOWED_UPDATES, BotIdentity, parse_update
 from adapters.telegram.send import TelegramSender, retry_seconds
-from agent_core.events import ButtonPress, InboundMessage, Platform, Reaction
+from agent_core.events import ButtonPress, InboundMessage, MessageEdited, Platform, Reaction
 from agent_core.settings import Settings
 
 log = structlog.get_logger("chatgate.telegram")
@@ -118,7 +118,7 @@ class TelegramAdapter(SenderLifecycle[TelegramSender]):
         assert self.identity is not None
         self.hearing.heard()
         event = parse_update(update, bot=self.identity)
-        if isinstance(event, InboundMessage | Reaction):
+        if isinstance(event, InboundMessage | Reaction | MessageEdited):
             await sink(event, deadline=deadline)
         elif isinstance(event, ButtonPress):
             await self._press(event, sink, deadline=deadline)

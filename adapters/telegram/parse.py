@@ -35,10 +35,12 @@ from agent_core.events import (
     ButtonPress,
     ConversationKey,
     InboundMessage,
+    MessageEdited,
     MessageRef,
     Quote,
     Rating,
     Reaction,
+    edited,
 )
 
 # callback_data is at most 64 bytes: a two-letter verb, a colon and our id (``ap_`` + 12
@@ -49,7 +51,7 @@ TURN_ACTIONS: dict[str, ButtonAction] = {"st": "stop"}
 # Buttons that answer a question chatgate asked (``forget me``'s confirmation).
 CHOICE_ACTIONS: dict[str, ButtonAction] = {"fg": "forget"}
 # What the gateway asks Telegram for (webhook and getUpdates alike).
-ALLOWED_UPDATES = ("message", "callback_query", "message_reaction")
+ALLOWED_UPDATES = ("message", "edited_message", "callback_query", "message_reaction")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,7 @@ def user_id(telegram_user: int | str) -> str:
 
 def parse_update(
     update: Mapping[str, Any], *, bot: BotIdentity
-) -> InboundMessage | ButtonPress | Reaction | None:
+) -> InboundMessage | ButtonPress | Reaction | MessageEdited | None:
     """An update as an event, or None when the agent does not answer it."""
     update_id = update.get("update_id")
     if not isinstance(update_id, int) or isinstance(update_id, bool):
@@ -81,7 +83,11 @@ def parse_update(
     reaction = update.get("message_reaction")
     if isinstance(reaction, Mapping):
         return _reaction(update_id, reaction, bot)
-    return None  # edited_message, my_chat_member, channel_post ...: nothing to answer
+    changed = update.get("edited_message")
+    if isinstance(changed, Mapping):
+        now = _message(update_id, changed, bot)
+        return None if now is None else edited(now, event_id=f"{bot.id}:{update_id}")
+    return None  # my_chat_member, channel_post ...: nothing to answer
 
 
 def _message(update_id: int, message: Mapping[str, Any], bot: BotIdentity) -> InboundMessage | None:

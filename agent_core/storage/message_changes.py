@@ -1,18 +1,23 @@
-"""A person's message deleted on its platform: the transaction behind
-``Store.forget_message``."""
+"""A person's message deleted or edited on its platform: the transactions behind
+``Store.forget_message`` and ``Store.edit_message``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, Literal, TypeAlias
 
 from sqlalchemy import or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey
 from agent_core.storage import audit
 from agent_core.storage.schema import conversations, memories, messages, turns
 
 DELETED_BEFORE_ANSWER = "its message was deleted before it was answered"
+EditOutcome: TypeAlias = Literal["replaced", "running", "noted"]
+_SHOWN = 300
+_NOTED = "\n[edited after it was answered; it first said: "
 
 
 def forget_message(
@@ -22,23 +27,7 @@ def forget_message(
     ``key`` names one): its text and quote gone and it out of the history the model sees;
     its turn, if not started, ended unanswered; the memories drawn from its turn
     forgotten. Returns how many messages it found (0: not one of ours, or gone already)."""
-    query = (
-        select(messages.c.id, messages.c.turn_id, messages.c.conversation_id, messages.c.author)
-        .join(conversations, conversations.c.id == messages.c.conversation_id)
-        .where(
-            conversations.c.platform == key.platform,
-            conversations.c.workspace == key.workspace,
-            # A thread's message names the thread as its channel where threads are
-            # channels (Discord).
-            or_(conversations.c.channel == key.channel, conversations.c.thread == key.channel),
-            messages.c.platform_message_id == message_id,
-            messages.c.role == "user",
-            messages.c.deleted_at.is_(None),
-        )
-    )
-    if key.thread is not None:
-        query = query.where(conversations.c.thread == key.thread)
-    found = conn.execute(query).all()
+    found = _theirs(conn, key, message_id)
     for row in found:
         conn.execute(
             update(messages)
@@ -69,3 +58,59 @@ def forget_message(
             detail={"memories_forgotten": forgotten}, now=now,
         )  # fmt: skip
     return len(found)
+
+
+def edit_message(
+    conn: Connection, key: ConversationKey, message_id: str, text: str
+) -> EditOutcome | None:
+    """The person's message, edited to ``text``: ``replaced`` when its turn has not started
+    (it reads the new text); ``running`` when its turn runs now (nothing stored here: the
+    edit comes in as a message of its own, for the busy mode); ``noted`` when it was
+    answered (the history keeps the new text and says what it first said). None when it
+    is not one of ours."""
+    found = _theirs(conn, key, message_id)
+    if not found:
+        return None
+    row = found[0]
+    status = None
+    if row.turn_id is not None:
+        status = conn.execute(select(turns.c.status).where(turns.c.id == row.turn_id)).scalar()
+    if status in ("running", "waiting"):
+        return "running"
+    outcome: EditOutcome
+    if status == "pending":
+        stored, outcome = text, "replaced"
+    else:
+        before = str(row.text)
+        if _NOTED in before:  # edited before: what it first said is noted already
+            note = before[before.index(_NOTED) :]
+        else:
+            first = " ".join(before.split())
+            shown = first if len(first) <= _SHOWN else first[: _SHOWN - 1] + "…"
+            note = f'{_NOTED}"{shown}"]'
+        stored, outcome = text + note, "noted"
+    conn.execute(update(messages).where(messages.c.id == row.id).values(text=stored))
+    return outcome
+
+
+def _theirs(conn: Connection, key: ConversationKey, message_id: str) -> Sequence[Row[Any]]:
+    """The person's messages (not deleted) with this platform id at ``key``."""
+    query = (
+        select(messages.c.id, messages.c.turn_id, messages.c.conversation_id,
+               messages.c.author, messages.c.text)
+        .join(conversations, conversations.c.id == messages.c.conversation_id)
+        .where(
+            conversations.c.platform == key.platform,
+            conversations.c.workspace == key.workspace,
+            # A thread's message names the thread as its channel where threads are
+            # channels (Discord).
+            or_(conversations.c.channel == key.channel, conversations.c.thread == key.channel),
+            messages.c.platform_message_id == message_id,
+            messages.c.role == "user",
+            messages.c.deleted_at.is_(None),
+        )
+    )  # fmt: skip
+    if key.thread is not None:
+        query = query.where(conversations.c.thread == key.thread)
+    rows: Sequence[Row[Any]] = conn.execute(query).all()  # type: ignore[assignment]
+    return rows

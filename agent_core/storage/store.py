@@ -477,6 +477,10 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows, JobRows,
             message_changes.forget_message, key, message_id, now=utcnow()
         )
 
+    async def edit_message(self, key: ConversationKey, message_id: str, text: str) -> str | None:
+        """A person edited their message (see ``storage.message_changes.edit_message``)."""
+        return await self.database.write(message_changes.edit_message, key, message_id, text)
+
     async def find_conversation(self, platform: str, channel: str) -> str | None:
         """The id of a channel's own conversation (not one of its threads), if we know it."""
         return await self.database.read(ledger.find_conversation, platform, channel)

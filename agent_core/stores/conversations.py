@@ -90,6 +90,12 @@ class Ledger(Marks, Protocol):
         """The id of the conversation at ``key``, if it exists."""
         ...
 
+    async def edit_message(self, key: ConversationKey, message_id: str, text: str) -> str | None:
+        """A person edited their message: ``replaced`` (its turn had not started),
+        ``running`` (its turn runs: nothing stored), ``noted`` (answered already), or None
+        (not one of ours)."""
+        ...
+
     async def forget_message(self, key: ConversationKey, message_id: str) -> int:
         """A person deleted their message (``message_id``, the platform's) at ``key``: out
         of the history, with the memories drawn from its turn; its turn, if not started,

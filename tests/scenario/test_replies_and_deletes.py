@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from tests.fakes.gateway import GatewayProcess
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.slack_server import TEAM, FakeSlack
+from tests.fakes.model_server import FakeModelServer, Scripted
+from tests.fakes.slack_server import BOT_USER, TEAM, FakeSlack
 from tests.fakes.telegram_server import BOT_ID, BOT_USERNAME, FakeTelegram
 from tests.scenario.test_slack import CHANNEL, _mention, _post_event
 from tests.scenario.test_telegram import GROUP, _gateway, _post, _text
+from tests.scenario.test_tool_crashes import tool_call
 
 pytestmark = pytest.mark.any_database
 
@@ -115,5 +116,77 @@ def test_a_deleted_slack_message_is_gone_from_what_the_next_turn_sees(
         assert "hunter2" not in seen
         assert "deploy window is Friday" in seen
         assert "hunter2" in json.dumps(model_server.requests[1]["messages"])
+    finally:
+        process.stop()
+
+
+def _edited(ts: str, text: str, *, thread: str, before: str) -> dict[str, Any]:
+    now = f"{time.time():.6f}"
+    return {
+        "token": "unused",
+        "team_id": TEAM,
+        "api_app_id": "A0CHATGATE",
+        "type": "event_callback",
+        "event_id": f"EvEdit{ts}{len(text)}",
+        "event_time": int(time.time()),
+        "event": {
+            "type": "message",
+            "subtype": "message_changed",
+            "hidden": True,
+            "channel": CHANNEL,
+            "message": {"type": "message", "user": "U0ALICE", "text": text, "ts": ts,
+                        "thread_ts": thread, "edited": {"user": "U0ALICE", "ts": now}},
+            "previous_message": {"type": "message", "user": "U0ALICE", "text": before,
+                                 "ts": ts, "thread_ts": thread},
+            "event_ts": now,
+            "ts": now,
+            "channel_type": "channel",
+        },
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("busy", ["queue", "steer"])
+def test_a_slack_edit_follows_the_turn_it_belongs_to(
+    busy: str, database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
+) -> None:
+    """queue: a message waiting behind the running turn is edited before its turn starts,
+    and its turn reads the new text. steer: the running turn's own message is edited, and
+    the edit joins that turn before its next model call (no turn of its own)."""
+    process = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_BUSY_MODE=busy,
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **slack.settings(),
+        **model_server.settings(),
+    )
+    process.start()
+    try:
+        thread = "1700000100.000100"
+        slow = Scripted(tool_calls=tool_call("list_schedules", {}).tool_calls, delay=2.0)
+        model_server.script(slow, "First answered.", "Second answered.")
+        assert _post_event(process, _mention("deploy at 9 please", ts=thread))[0] == 200
+        model_server.wait_for_requests(1)
+        if busy == "queue":
+            waiting = _thread_reply("and tell Sam at 9", ts="1700000101.000100", thread=thread)
+            assert _post_event(process, waiting)[0] == 200
+            time.sleep(0.3)
+            edit = _edited("1700000101.000100", "and tell Sam at 10", thread=thread,
+                           before="and tell Sam at 9")  # fmt: skip
+            assert _post_event(process, edit)[0] == 200
+            slack.wait_for("chat.postMessage", 2)
+            assert model_server.user_texts()[-1] == "and tell Sam at 10"
+            assert len(model_server.requests) == 3
+        else:
+            edit = _edited(thread, f"<@{BOT_USER}> deploy at 10 please", thread=thread,
+                           before=f"<@{BOT_USER}> deploy at 9 please")  # fmt: skip
+            assert _post_event(process, edit)[0] == 200
+            slack.wait_for("chat.postMessage", 1)
+            time.sleep(1.0)
+            second = json.dumps(model_server.requests[1]["messages"])
+            assert "(I edited my last message; it now says:) deploy at 10 please" in second
+            assert len(model_server.requests) == 2  # the edit was taken into the turn
+            assert len(slack.posted()) == 1
     finally:
         process.stop()

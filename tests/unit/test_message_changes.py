@@ -101,3 +101,31 @@ async def test_a_deleted_message_leaves_the_history_and_its_memories(database: D
         lambda conn: conn.execute(select(turns.c.status).order_by(turns.c.id)).scalars().all()
     )
     assert list(statuses) == ["done", "failed", "running"]
+
+
+async def test_an_edit_replaces_a_waiting_message_and_is_noted_after_its_answer(
+    database: Database,
+) -> None:
+    store = Store(database)
+    key = ConversationKey(platform="slack", workspace="T1", channel="C1", thread="100.1")
+    first = await store.accept_inbound(_said("deploy at 9", "100.2"))
+    # Not started: the turn reads the new text.
+    assert await store.edit_message(key, "100.2", "deploy at 10") == "replaced"
+    assert (await store.load_turn(first.turn_id)).trigger_text == "deploy at 10"
+    # Running: nothing stored (it comes in as a message of its own, for the busy mode).
+    await store.start_turn(first.turn_id)
+    assert await store.edit_message(key, "100.2", "deploy at 11") == "running"
+    assert (await store.load_turn(first.turn_id)).trigger_text == "deploy at 10"
+    await store.record_reply_intent(await store.load_turn(first.turn_id), 1, role="assistant",
+                                    text="ok", delivery_key=f"{first.turn_id}:1")  # fmt: skip
+    await store.finish_turn(first.turn_id, status="done", error=None)
+    # Answered: the history keeps the new text and what it first said, however often.
+    assert await store.edit_message(key, "100.2", "deploy at 12") == "noted"
+    assert await store.edit_message(key, "100.2", "deploy at 13") == "noted"
+    later = await store.accept_inbound(_said("ok?", "100.3"))
+    turn = await store.start_turn(later.turn_id)
+    _summary, past = await store.start_model_call(turn, 1, input={}, history_limit=10)
+    assert past[0].text == (
+        'deploy at 13\n[edited after it was answered; it first said: "deploy at 10"]'
+    )
+    assert await store.edit_message(key, "999.9", "x") is None

@@ -24,6 +24,7 @@ from agent_core.events import (
     ApprovalPrompt,
     ConversationKey,
     MessageDeleted,
+    MessageEdited,
     event_from_json,
     event_to_json,
 )
@@ -131,7 +132,23 @@ def test_a_deleted_message_is_named_by_its_channel_and_ts() -> None:
     assert event_from_json(event_to_json(gone)) == gone
 
 
-@pytest.mark.parametrize("name", ["message_changed", "bot_message", "own_message"])
+def test_an_edit_is_the_message_as_it_reads_now_and_a_link_preview_is_no_edit() -> None:
+    payload = _load("message_changed")
+    edit = parse_event(payload, bot_user=BOT)
+    assert isinstance(edit, MessageEdited)
+    assert (edit.channel, edit.thread, edit.message_id, edit.text, edit.user) == (
+        "C0LAN2Q65",
+        "1700000000.000100",
+        "1700000000.000100",
+        "fixed typo",
+        "slack:U061F7AUR",
+    )
+    assert event_from_json(event_to_json(edit)) == edit
+    payload["event"]["previous_message"]["text"] = payload["event"]["message"]["text"]
+    assert parse_event(payload, bot_user=BOT) is None  # an unfurl: the text is the same
+
+
+@pytest.mark.parametrize("name", ["bot_message", "own_message"])
 def test_edits_bots_and_our_own_messages_are_ignored(name: str) -> None:
     assert parse_event(_load(name), bot_user=BOT) is None
 

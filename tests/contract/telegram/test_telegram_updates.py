@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from adapters.base import BadRequest
-from adapters.telegram.parse import BotIdentity, parse_update
+from adapters.telegram.parse import ALLOWED_UPDATES, BotIdentity, parse_update
 from adapters.telegram.render import approval_keyboard, approval_text, callback_data, jobs_keyboard
 from agent_core.events import (
     ApprovalPrompt,
     ButtonPress,
     ConversationKey,
     InboundMessage,
+    MessageEdited,
     Quote,
     Reaction,
     event_from_json,
@@ -123,11 +124,22 @@ def test_a_document_without_a_caption_still_counts() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "name", ["edited_message", "my_chat_member", "other_bot", "command_for_another_bot"]
-)
+@pytest.mark.parametrize("name", ["my_chat_member", "other_bot", "command_for_another_bot"])
 def test_updates_the_agent_does_not_answer_are_ignored(name: str) -> None:
     assert parse_update(_load(name), bot=BOT) is None
+
+
+def test_an_edited_message_is_the_edit_of_its_message() -> None:
+    edit = parse_update(_load("edited_message"), bot=BOT)
+    assert isinstance(edit, MessageEdited)
+    assert (edit.conversation, edit.user, edit.message_id, edit.text) == (
+        ConversationKey(platform="telegram", workspace="123456789", channel="5551234"),
+        "telegram:5551234",
+        "42",
+        "What is on my calendar tomorrow?",
+    )
+    assert event_from_json(event_to_json(edit)) == edit
+    assert "edited_message" in ALLOWED_UPDATES
 
 
 def test_a_callback_query_is_a_button_press_on_its_message() -> None:
