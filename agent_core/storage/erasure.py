@@ -340,6 +340,10 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
             ).scalars()
         ]
     message_ids = sorted(set(message_ids))
+    # Their words quoted in other people's replies go too.
+    conn.execute(
+        update(messages).where(messages.c.quote["author"].as_string() == user).values(quote=None)
+    )
     touched: set[str] = set()
     hashes: set[str] = set()
     uploads: set[str] = set()
@@ -350,7 +354,9 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
             ).scalars()
         )
         conn.execute(
-            update(messages).where(messages.c.id.in_(chunk)).values(text=ERASED, payload=None)
+            update(messages)
+            .where(messages.c.id.in_(chunk))
+            .values(text=ERASED, payload=None, quote=None)
         )
         for sha256, file_id, platform in conn.execute(
             select(attachments.c.sha256, attachments.c.platform_file_id, conversations.c.platform)

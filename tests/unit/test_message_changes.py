@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from agent_core.events import ConversationKey, InboundMessage, Quote
+from agent_core.events import ConversationKey, InboundMessage, Quote, utcnow
+from agent_core.storage import erasure
 from agent_core.storage.database import Database
 from agent_core.storage.schema import audit_log, memories, messages, turns
 from agent_core.storage.store import Store
@@ -129,3 +130,16 @@ async def test_an_edit_replaces_a_waiting_message_and_is_noted_after_its_answer(
         'deploy at 13\n[edited after it was answered; it first said: "deploy at 10"]'
     )
     assert await store.edit_message(key, "999.9", "x") is None
+
+
+async def test_erasing_a_person_takes_their_words_out_of_others_quotes(
+    database: Database,
+) -> None:
+    store = Store(database)
+    theirs = Quote(text="my home address is 1 Elm St", author="slack:U2")
+    await store.accept_inbound(_said("noted, thanks", "100.2", quote=theirs))
+    await database.write(erasure.forget, "slack:U2", actor="cli:ops", now=utcnow())
+    quotes = await database.read(
+        lambda conn: conn.execute(select(messages.c.quote)).scalars().all()
+    )
+    assert list(quotes) == [None]
