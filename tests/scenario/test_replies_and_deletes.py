@@ -18,7 +18,8 @@ from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.slack_server import BOT_USER, TEAM, FakeSlack
 from tests.fakes.telegram_server import BOT_ID, BOT_USERNAME, FakeTelegram
 from tests.scenario.test_slack import CHANNEL, _mention, _post_event
-from tests.scenario.test_telegram import GROUP, _gateway, _post, _text
+from tests.scenario.test_streaming import _gateway as _platform_gateway
+from tests.scenario.test_telegram import GROUP, _post, _text
 from tests.scenario.test_tool_crashes import tool_call
 
 pytestmark = pytest.mark.any_database
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.any_database
 def telegram_gateway(
     database_url: str, model_server: FakeModelServer, telegram: FakeTelegram, tmp_path: Path
 ) -> Iterator[GatewayProcess]:
-    process = _gateway(database_url, model_server, telegram, tmp_path)
+    process = _platform_gateway(database_url, model_server, telegram, tmp_path)
     process.start()
     yield process
     process.stop()
@@ -90,14 +91,7 @@ def _thread_reply(text: str, *, ts: str, thread: str) -> dict[str, Any]:
 def test_a_deleted_slack_message_is_gone_from_what_the_next_turn_sees(
     database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
 ) -> None:
-    process = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **slack.settings(),
-        **model_server.settings(),
-    )
+    process = _platform_gateway(database_url, model_server, slack, tmp_path)
     process.start()
     try:
         thread = "1700000100.000100"
@@ -152,14 +146,8 @@ def test_a_slack_edit_follows_the_turn_it_belongs_to(
     """queue: a message waiting behind the running turn is edited before its turn starts,
     and its turn reads the new text. steer: the running turn's own message is edited, and
     the edit joins that turn before its next model call (no turn of its own)."""
-    process = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        CHATGATE_BUSY_MODE=busy,
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **slack.settings(),
-        **model_server.settings(),
+    process = _platform_gateway(
+        database_url, model_server, slack, tmp_path, CHATGATE_BUSY_MODE=busy
     )
     process.start()
     try:

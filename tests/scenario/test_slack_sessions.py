@@ -21,7 +21,7 @@ from tests.fakes.gateway import GatewayProcess
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.slack_server import TEAM, FakeSlack
 from tests.scenario.test_slack import CHANNEL, _mention, _post_event
-from tests.scenario.test_streaming import _wait
+from tests.scenario.test_streaming import _gateway, _wait
 from tests.scenario.test_tool_crashes import tool_call
 
 pytestmark = pytest.mark.any_database
@@ -34,14 +34,7 @@ LONG = " ".join(f"piece{i:02d}" for i in range(80))
 def gateway(
     database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
 ) -> Iterator[GatewayProcess]:
-    process = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **slack.settings(),
-        **model_server.settings(),
-    )
+    process = _gateway(database_url, model_server, slack, tmp_path)
     process.start()
     yield process
     process.stop()
@@ -138,15 +131,8 @@ def test_a_stop_by_someone_who_may_not_talk_here_changes_nothing(
     database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
 ) -> None:
     """Under an allowlist, a stranger's Stop is refused to them alone; the turn goes on."""
-    process = GatewayProcess(
-        database_url=database_url,
-        workdir=tmp_path,
-        CHATGATE_ACCESS="allowlist",
-        CHATGATE_ALLOW="slack:U0ALICE",
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **slack.settings(),
-        **model_server.settings(),
-    )
+    process = _gateway(database_url, model_server, slack, tmp_path,
+                       CHATGATE_ACCESS="allowlist", CHATGATE_ALLOW="slack:U0ALICE")  # fmt: skip
     process.start()
     try:
         thread = "1700000300.000100"

@@ -53,17 +53,20 @@ def _wait(check: Any, timeout: float = 30) -> None:
 
 
 def _gateway(
-    database_url: str, model_server: FakeModelServer, platform: Any, tmp_path: Path
+    database_url: str,
+    model_server: FakeModelServer,
+    platform: Any,
+    tmp_path: Path,
+    **settings: str,
 ) -> GatewayProcess:
-    """A gateway for ``platform`` (a fake's ``settings()``), open to everyone."""
+    """A gateway for ``platform`` (a fake's ``settings()``), open to everyone (unless
+    ``settings`` say otherwise)."""
     return GatewayProcess(
         database_url=database_url,
         workdir=tmp_path,
-        CHATGATE_ACCESS="open",
-        CHATGATE_STATE_DIR=str(tmp_path / "state"),
-        **platform.settings(),
-        **model_server.settings(),
-    )
+        **{"CHATGATE_ACCESS": "open", "CHATGATE_STATE_DIR": str(tmp_path / "state"),
+           **platform.settings(), **model_server.settings(), **settings},
+    )  # fmt: skip
 
 
 def test_telegram_private_chat_drafts_then_one_message(
