@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -55,6 +56,8 @@ class PolicyRule(BaseModel):
     self_approve: bool = True
     # False: "Allow in this conversation" is not offered; each call is decided on its own.
     always_allow: bool = True
+    # Minutes the approval waits before it expires (denied); unset: the setting's.
+    timeout: float | None = Field(None, gt=0, le=7 * 24 * 60)
 
     @field_validator("approvers")
     @classmethod
@@ -195,6 +198,12 @@ class Permissions:
             if rule.matches(call):
                 found.extend(a for a in rule.approvers if a not in found)
         return tuple(found)
+
+    def timeout(self, call: ToolCall) -> timedelta | None:
+        """How long an approval of this call waits (the shortest ``timeout`` of the rules
+        matching it; None: the setting's)."""
+        minutes = [rule.timeout for rule in self._rules if rule.timeout and rule.matches(call)]
+        return timedelta(minutes=min(minutes)) if minutes else None
 
     def always_allow(self, call: ToolCall) -> bool:
         """Is "Allow in this conversation" offered for this call? No, when any matching

@@ -200,7 +200,7 @@ class ToolRound:
                 tool=call.name,
                 arguments=_json(arguments),
                 approvers=_approvers(turn, rules, request),
-                expires_at=utcnow() + self._approval_ttl,
+                expires_at=utcnow() + (rules.timeout(request) or self._approval_ttl),
                 prompt_text=f"Approve {call.name}? {json.dumps(arguments, ensure_ascii=False)}",
                 call_id=call.id,
                 self_approve=rules.self_approve(request),

@@ -6,8 +6,10 @@ request's body becomes the turn's input, framed as external content. The body is
 input, whoever sent it: it is capped in size, marked as data and not instructions, and
 nothing in it can approve anything. A trigger's turn runs as its own user
 (``trigger:ID``), which no platform's events carry, so no standing allowance ("Allow in
-this conversation") covers its tool calls: every call that asks, asks the people in the
-conversation, and only they (or the admins and the approvers a policy names) decide.
+this conversation", which its prompts do not offer) covers its tool calls: every call
+that asks, asks the people in the conversation, and only they (or the admins and the
+approvers a policy names) decide. What would outlast the turn (a schedule, a memory) asks
+too (``agent_core.permissions``).
 
 A request proves it knows the secret as a bearer token (``Authorization: Bearer SECRET``)
 or by signing what it sends: ``X-Chatgate-Timestamp: UNIX`` and ``X-Chatgate-Signature:

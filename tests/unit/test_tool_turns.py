@@ -11,7 +11,7 @@ import pytest
 from agent_core.approvals import Approvals
 from agent_core.delivery import ChunkSent
 from agent_core.errors import AlreadyDecided, NotAllowedToDecide
-from agent_core.events import ApprovalPrompt, InboundMessage, Reply
+from agent_core.events import ApprovalPrompt, InboundMessage, Reply, utcnow
 from agent_core.loop import TurnRunner
 from agent_core.model import ModelReply, ToolCallRequest
 from agent_core.permissions import Permissions, PolicyRule
@@ -522,3 +522,22 @@ async def test_a_rule_with_always_allow_off_offers_no_conversation_grant(
     await runner.run_conversation(conversation, owner="o", lease=30)
     assert len(_prompts(outbound)) == 2
     assert [c[0] for c in effects.calls] == ["charge"]
+
+
+async def test_a_rules_timeout_sets_how_long_its_approval_waits(database: Database) -> None:
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    model = ScriptedModel(_call("charge", '{"amount": 1}'), "one")
+    conversation = await _say(store, "pay 1")
+    rules = [
+        PolicyRule(tool="charge", decision="ask", timeout=10),
+        PolicyRule(tool="*", decision="ask", timeout=90),
+    ]
+    before = utcnow()
+    await _runner(store, model, outbound, effects, rules=rules, ttl=3600).run_conversation(
+        conversation, owner="o", lease=30
+    )
+    (prompt,) = _prompts(outbound)
+    approval = await store.approval(prompt.approval_id)
+    assert approval is not None
+    waits = (approval.expires_at - before).total_seconds()
+    assert 600 <= waits < 610  # the shortest matching rule's, not the setting's hour
