@@ -215,6 +215,9 @@ class Inbound:
         new text; during its turn the edit comes in as a message of its own, which the
         conversation's busy mode takes (``steer`` adds it to the running turn, ``queue``
         answers it after); an answered one keeps the new text and notes the first."""
+        if not await self._gate.may_talk(event.user, event.conversation, event.user_team):
+            log.info("edit by someone who may not talk here: ignored", platform=event.platform)
+            return
         outcome = await self._store.edit_message(event.conversation, event.message_id, event.text)
         log.info("message edited on its platform", platform=event.platform, outcome=outcome)
         if outcome != "running":

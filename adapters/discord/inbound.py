@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -78,11 +79,12 @@ def facts_from_message(message: discord.Message) -> MessageFacts:
     if isinstance(channel, discord.Thread):
         thread_parent = str(channel.parent_id)
         bot_in_thread = channel.me is not None
-    replied = replied_text = None
+    replied = replied_text = replied_id = None
     reference = message.reference
     if reference is not None and isinstance(reference.resolved, discord.Message):
         replied = str(reference.resolved.author.id)
         replied_text = reference.resolved.content
+        replied_id = str(reference.resolved.id)
     return MessageFacts(
         message_id=str(message.id),
         channel_id=str(message.channel.id),
@@ -95,6 +97,7 @@ def facts_from_message(message: discord.Message) -> MessageFacts:
         mentions=tuple(str(m.id) for m in message.mentions),
         replied_to_author=replied,
         replied_text=replied_text,
+        replied_id=replied_id,
         thread_parent=thread_parent,
         bot_in_thread=bot_in_thread,
         attachments=tuple(
@@ -344,8 +347,9 @@ class DiscordAdapter(SenderLifecycle[DiscordSender]):
         now = inbound(facts_from_message(event.message), bot_id=str(self.client.user.id))
         if now is None:
             return
+        stamp = event.data.get("edited_timestamp") or hashlib.sha256(now.text.encode()).hexdigest()
         try:
-            await sink(edited(now, event_id=f"edit:{event.message_id}:{now.text[:40]}"))
+            await sink(edited(now, event_id=f"{event.message_id}:{stamp}"))
         except Exception:
             log.exception("following a discord edit failed", message_id=event.message_id)
 

@@ -80,6 +80,7 @@ class MessageFacts:
     mentions: tuple[str, ...]
     replied_to_author: str | None = None
     replied_text: str | None = None
+    replied_id: str | None = None
     thread_parent: str | None = None  # set when the channel is a thread
     bot_in_thread: bool = False
     attachments: tuple[Attachment, ...] = ()
@@ -110,6 +111,9 @@ def facts_from_dispatch(
         replied_to_author=str(replied["id"]) if isinstance(replied, Mapping) else None,
         replied_text=str(referenced.get("content") or "")
         if isinstance(referenced, Mapping)
+        else None,
+        replied_id=str(referenced["id"])
+        if isinstance(referenced, Mapping) and "id" in referenced
         else None,
         thread_parent=thread_parent,
         bot_in_thread=bot_in_thread,
@@ -166,7 +170,7 @@ def _quote(facts: MessageFacts, bot_id: str) -> Quote | None:
     if not facts.replied_text or not facts.replied_text.strip() or facts.replied_to_author is None:
         return None
     author = "assistant" if facts.replied_to_author == bot_id else user_id(facts.replied_to_author)
-    return Quote(text=facts.replied_text, author=author)
+    return Quote(text=facts.replied_text, author=author, message_id=facts.replied_id)
 
 
 def deleted(*, guild_id: str | None, channel_id: str, message_id: str) -> MessageDeleted:

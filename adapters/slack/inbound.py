@@ -324,8 +324,9 @@ def build_bolt(sender: SlackSender, sink: EventSink, *, home: AppHome | None = N
 
     async def session_stopped(body: dict[str, Any]) -> None:
         """Slack's Stop button on the agent's session: the thread's turn stops as for
-        ``/stop``, and the session leaves ``processing`` at once (Slack leaves that to
-        the app; the stopped turn says it again when it ends)."""
+        ``/stop`` (the session leaves ``processing`` when the stopped turn ends, which it
+        does at its next step boundary: a model call is raced against the stop). A Stop by
+        someone who may not talk there, or with nothing running, changes nothing."""
         press = parse_session_stop(body)
         if press is None:
             return
@@ -334,8 +335,6 @@ def build_bolt(sender: SlackSender, sink: EventSink, *, home: AppHome | None = N
             await sender.ephemeral(press.conversation, press.user, text)
 
         await sink(press, deadline=0, refuse=refuse)
-        with contextlib.suppress(Exception):
-            await sender.session(press.conversation, "done", title="", user=press.user)
 
     async def ignore(body: dict[str, Any]) -> None:
         """Other event types: acknowledged so Slack does not retry them."""

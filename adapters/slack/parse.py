@@ -470,6 +470,8 @@ def check_request(body: object, *, form: Mapping[str, str] | None = None) -> Non
                 isinstance(event.get("user"), str) and event["user"]
             ):
                 raise BadRequest("app_home_opened needs 'user'")
+            if event.get("type") == "agent_session_stopped":
+                parse_session_stop(body)
     except (AttributeError, TypeError, KeyError, ValueError) as exc:
         raise BadRequest(f"not what Slack sends: {exc}") from exc
 

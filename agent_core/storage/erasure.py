@@ -260,7 +260,7 @@ def _stripped(value: Any, kept: Sequence[str], reason: str) -> JsonValue:
     return out
 
 
-def _strip_steps(conn: Connection, turn_ids: Sequence[int], reason: str) -> int:
+def strip_steps(conn: Connection, turn_ids: Sequence[int], reason: str) -> int:
     """Remove the text, arguments and results of these turns' journal steps."""
     count = 0
     for chunk in _chunks(list(turn_ids)):
@@ -377,7 +377,7 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
     for chunk in _chunks(turn_ids):
         conn.execute(update(ingress).where(ingress.c.turn_id.in_(chunk)).values(payload="{}"))
         conn.execute(update(turns).where(turns.c.id.in_(chunk)).values(prompt=None))
-    steps = _strip_steps(conn, turn_ids, "erased")
+    steps = strip_steps(conn, turn_ids, "erased")
     conn.execute(
         update(approvals)
         .where(approvals.c.requested_by == user)
@@ -479,7 +479,7 @@ def expire_turns(conn: Connection, turn_ids: Sequence[int]) -> int:
     """Remove these finished turns' journal content, prompts, transcripts, approval
     arguments and the comments on their replies (the ratings stay: they hold no text);
     how many steps changed."""
-    steps = _strip_steps(conn, turn_ids, "retention")
+    steps = strip_steps(conn, turn_ids, "retention")
     conn.execute(
         update(turns)
         .where(turns.c.id.in_(turn_ids), turns.c.prompt.is_not(None))

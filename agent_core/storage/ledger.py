@@ -405,7 +405,8 @@ def model_call_started(
     params = {"b_id": turn.conversation_id, "b_turn": turn.id, "b_limit": history_limit}
     rows = conn.execute(_PAST, params).all()
     return summary, [
-        HistoryLine(row[0], with_quote(row[1], row[3]), row[2]) for row in reversed(rows)
+        HistoryLine(row[0], with_quote(row[1], row[3]) if row[0] == "user" else row[1], row[2])
+        for row in reversed(rows)
     ]
 
 

@@ -12,11 +12,11 @@ import math
 import re
 from datetime import datetime
 
-from sqlalchemy import bindparam, insert, text, true, update
+from sqlalchemy import bindparam, insert, select, text, true, update
 from sqlalchemy.engine import Connection
 
 from agent_core.records import MemoryRecord, MemoryScope
-from agent_core.storage.schema import UTCDateTime, memories
+from agent_core.storage.schema import UTCDateTime, memories, messages
 
 WORDS = re.compile(r"\w+", re.UNICODE)
 # Half the weight at this age: recent facts come first among equally relevant ones.
@@ -79,9 +79,33 @@ def remember(
     about: str | None,
     source: str,
     now: datetime,
+    turn_id: int | None = None,
 ) -> tuple[int, int]:
     """Store a fact; a live fact of the same person about the same thing is superseded.
-    Returns (the new fact's id, how many it superseded)."""
+    Returns (the new fact's id, how many it superseded). A fact drawn from turn
+    ``turn_id`` after the message that opened it was deleted is stored forgotten: the
+    delete took that turn's facts, and one written after it must not outlive it."""
+    gone = (
+        turn_id is not None
+        and conn.execute(
+            select(messages.c.id)
+            .where(
+                messages.c.turn_id == turn_id,
+                messages.c.role == "user",
+                messages.c.deleted_at.is_not(None),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
+    if gone:
+        row_id = conn.execute(
+            insert(memories).returning(memories.c.id),
+            {"user_id": user, "conversation_id": conversation_id, "scope": scope,
+             "about": about, "fact": fact, "source": source, "created_at": now,
+             "forgotten_at": now},
+        ).scalar_one()  # fmt: skip
+        return int(row_id), 0
     row = {
         "user_id": user,
         "conversation_id": conversation_id,

@@ -12,7 +12,8 @@ from sqlalchemy.engine import Connection, Row
 
 from agent_core.events import ConversationKey
 from agent_core.storage import audit
-from agent_core.storage.schema import conversations, memories, messages, turns
+from agent_core.storage.erasure import strip_steps
+from agent_core.storage.schema import conversations, ingress, memories, messages, turns
 
 DELETED_BEFORE_ANSWER = "its message was deleted before it was answered"
 EditOutcome: TypeAlias = Literal["replaced", "running", "noted"]
@@ -34,6 +35,21 @@ def forget_message(
             .where(messages.c.id == row.id)
             .values(text="", quote=None, deleted_at=now)
         )
+        # Its words where they were kept besides: the replies that quote it, and the
+        # ledger's copies of the events that carried them (kept for no one to read).
+        quoting = list(
+            conn.execute(
+                select(messages.c.id).where(
+                    messages.c.conversation_id == row.conversation_id,
+                    messages.c.quote["message_id"].as_string() == message_id,
+                )
+            ).scalars()
+        )
+        if quoting:
+            conn.execute(update(messages).where(messages.c.id.in_(quoting)).values(quote=None))
+        conn.execute(
+            update(ingress).where(ingress.c.message_id.in_([row.id, *quoting])).values(payload="{}")
+        )
         forgotten = 0
         if row.turn_id is not None:
             conn.execute(
@@ -41,6 +57,10 @@ def forget_message(
                 .where(turns.c.id == row.turn_id, turns.c.status == "pending")
                 .values(status="failed", error=DELETED_BEFORE_ANSWER, finished_at=now)
             )
+            status = conn.execute(select(turns.c.status).where(turns.c.id == row.turn_id)).scalar()
+            if status in ("done", "failed"):
+                # What its journal kept of it (a finished turn is never read again).
+                strip_steps(conn, [row.turn_id], "deleted")
             forgotten = conn.execute(
                 update(memories)
                 .where(
@@ -52,8 +72,9 @@ def forget_message(
                 )
                 .values(forgotten_at=now)
             ).rowcount
+        # The platform does not say who deleted it (its author, or a moderator).
         audit.append(
-            conn, actor=row.author or "platform", action="message.delete",
+            conn, actor=f"{key.platform}:platform", action="message.delete",
             subject=str(row.id), conversation_id=row.conversation_id, turn_id=row.turn_id,
             detail={"memories_forgotten": forgotten}, now=now,
         )  # fmt: skip
@@ -67,21 +88,26 @@ def edit_message(
     (it reads the new text); ``running`` when its turn runs now (nothing stored here: the
     edit comes in as a message of its own, for the busy mode); ``noted`` when it was
     answered (the history keeps the new text and says what it first said). None when it
-    is not one of ours."""
+    is not one of ours, or its text did not change."""
     found = _theirs(conn, key, message_id)
     if not found:
         return None
     row = found[0]
+    before = str(row.text)
+    if text == (before[: before.index(_NOTED)] if _NOTED in before else before):
+        return None  # not an edit: a link preview filled in, a pin, a platform's retry
     status = None
     if row.turn_id is not None:
-        status = conn.execute(select(turns.c.status).where(turns.c.id == row.turn_id)).scalar()
+        # Locked: a turn that starts now waits for this edit, and then reads it.
+        status = conn.execute(
+            select(turns.c.status).where(turns.c.id == row.turn_id).with_for_update()
+        ).scalar()
     if status in ("running", "waiting"):
         return "running"
     outcome: EditOutcome
     if status == "pending":
         stored, outcome = text, "replaced"
     else:
-        before = str(row.text)
         if _NOTED in before:  # edited before: what it first said is noted already
             note = before[before.index(_NOTED) :]
         else:

@@ -40,9 +40,11 @@ class PeopleRows:
         fact: str,
         about: str | None,
         source: str,
+        turn_id: int | None = None,
     ) -> tuple[int, int]:
         """Store a fact (superseding the person's older fact about the same thing);
-        return its id and how many facts it superseded."""
+        return its id and how many facts it superseded. (Drawn from turn ``turn_id``
+        after its message was deleted: stored forgotten.)"""
         return await self.database.write(
             memory_sql.remember,
             user=user,
@@ -52,6 +54,7 @@ class PeopleRows:
             about=about,
             source=source,
             now=utcnow(),
+            turn_id=turn_id,
         )
 
     async def recall(

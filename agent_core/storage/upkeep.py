@@ -166,6 +166,7 @@ def finish_extraction(
             about=about,
             source=f"extracted from turn {turn_id} on {day_of(now)}",
             now=now,
+            turn_id=turn_id,
         )
     return len(facts)
 

@@ -26,9 +26,11 @@ class MemoryStore(Protocol):
         fact: str,
         about: str | None,
         source: str,
+        turn_id: int | None = None,
     ) -> tuple[int, int]:
         """Store a fact (superseding the person's older fact about the same thing);
-        return its id and how many facts it superseded."""
+        return its id and how many facts it superseded. (Drawn from turn ``turn_id``
+        after its message was deleted: stored forgotten.)"""
         ...
 
     async def recall(

@@ -45,6 +45,7 @@ def memory_tools_factory(
             fact=fact.strip(),
             about=about.strip().lower() if about else None,
             source=f"remember in turn {context.turn.turn_id}",
+            turn_id=context.turn.turn_id,
         )
         note = (
             f" (replacing {replaced} older fact{'s' if replaced != 1 else ''})" if replaced else ""

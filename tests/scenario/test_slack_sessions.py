@@ -142,9 +142,25 @@ def test_a_stop_by_someone_who_may_not_talk_here_changes_nothing(
         assert _post_event(process, _stopped(thread, [], user="U0MALLORY"))[0] == 200
         [refusal] = slack.wait_for("chat.postEphemeral", 1)
         assert refusal["user"] == "U0MALLORY"
+        # Nor does a refused Stop touch the session: it still shows the agent working.
+        assert slack.sessions[(CHANNEL, thread)]["status"] == "processing"
         [stop] = slack.wait_for("chat.stopStream", 1)
         assert slack.message(stop["ts"])["text"] == LONG[:300]
         turn, _ = _turn_and_approvals(database_url)
         assert tuple(turn) == ("done", None, None)
     finally:
         process.stop()
+
+
+def test_a_malformed_stop_event_is_refused_not_a_500(
+    gateway: GatewayProcess, model_server: FakeModelServer
+) -> None:
+    for broken in ({"team_id": None}, {"team_id": 5}, {"event": {"type": "agent_session_stopped"}}):
+        envelope = {**_stopped("1700000400.000100", []), **broken}
+        if "event" not in broken:
+            envelope["event"] = {**envelope["event"], "thread_ts": 12}
+        status, _body = _post_event(gateway, envelope)
+        assert status in (200, 400), (broken, status)
+        assert status != 500
+    assert _post_event(gateway, {**_stopped("1700000400.000100", []), "team_id": 5})[0] == 400
+    assert model_server.requests == []

@@ -85,12 +85,17 @@ def test_a_reply_to_the_bots_message_carries_it() -> None:
     event = inbound(facts_from_dispatch(data), bot_id=BOT)
     assert event is not None
     assert "ambient" not in event.raw
-    assert event.quote == Quote(text="The deploy finished at 10:02.", author="assistant")
+    replied = "1312785400000000009"
+    assert event.quote == Quote(
+        text="The deploy finished at 10:02.", author="assistant", message_id=replied
+    )
     assert event_from_json(event_to_json(event)) == event
     data["referenced_message"]["author"] = {"id": "301234567890123456", "username": "alice"}
     event = inbound(facts_from_dispatch(data), bot_id=BOT)
     assert event is not None
-    assert event.quote == Quote(text="The deploy finished at 10:02.", author=ALICE)
+    assert event.quote == Quote(
+        text="The deploy finished at 10:02.", author=ALICE, message_id=replied
+    )
 
 
 def test_a_deleted_message_names_its_channel_or_thread() -> None:
