@@ -19,7 +19,12 @@ def test_set_webhook_registers_the_secret_and_the_updates_we_read(tmp_path: Path
         [call] = telegram.called("setWebhook")
         assert call["url"] == URL
         assert call["secret_token"] == WEBHOOK_SECRET
-        assert call["allowed_updates"] == ["message", "callback_query", "message_reaction"]
+        assert call["allowed_updates"] == [
+            "message",
+            "edited_message",
+            "callback_query",
+            "message_reaction",
+        ]
         result = _chatgate("telegram", "delete-webhook", cwd=tmp_path, **telegram.settings())
         assert result.returncode == 0, result.stderr
         assert telegram.webhook["url"] == ""
