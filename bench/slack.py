@@ -96,6 +96,9 @@ def _chatgate(server: FakeModelServer, slack: FakeSlack, workdir: Path) -> tuple
         CHATGATE_ACCESS="open",
         CHATGATE_RATE_BURST="100000",
         CHATGATE_RATE_PER_MINUTE="100000",
+        # One post per mention, like the handler (streaming has its own bench; a first
+        # reply slowed by litellm's import would otherwise stream).
+        CHATGATE_STREAM_REPLIES="false",
         **slack.settings(),
     )
     gateway.start()
