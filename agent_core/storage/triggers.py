@@ -9,6 +9,7 @@ its first fire; nothing is queued twice.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -89,10 +90,7 @@ def listing(
     found = [_record(row) for row in conn.execute(query).all()]
     if not fires:
         return found
-    return [
-        TriggerRecord(**{**_fields(t), "fires": tuple(fires_of(conn, t.id, limit=fires))})
-        for t in found
-    ]
+    return [dataclasses.replace(t, fires=tuple(fires_of(conn, t.id, limit=fires))) for t in found]
 
 
 def set_status(
@@ -219,10 +217,6 @@ def _record(row: Row[Any]) -> TriggerRecord:
         created_by=row.created_by,
         created_at=row.created_at,
     )
-
-
-def _fields(trigger: TriggerRecord) -> dict[str, Any]:
-    return {name: getattr(trigger, name) for name in TriggerRecord.__dataclass_fields__}
 
 
 def _fire(row: Row[Any]) -> FireRecord:

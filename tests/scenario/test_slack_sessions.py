@@ -160,7 +160,6 @@ def test_a_malformed_stop_event_is_refused_not_a_500(
         if "event" not in broken:
             envelope["event"] = {**envelope["event"], "thread_ts": 12}
         status, _body = _post_event(gateway, envelope)
-        assert status in (200, 400), (broken, status)
-        assert status != 500
+        assert status in (200, 400), (broken, status)  # ignored or refused, never a 500
     assert _post_event(gateway, {**_stopped("1700000400.000100", []), "team_id": 5})[0] == 400
     assert model_server.requests == []
