@@ -11,6 +11,7 @@ from collections.abc import Collection
 
 import structlog
 
+from agent_core import questions
 from agent_core.access import CONSOLE_OPERATOR, MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
@@ -73,6 +74,64 @@ class Approvals:
             return None
         return "not_approver"
 
+    async def answer_refusal(
+        self, question: ApprovalRecord, user: str, *, team: str | None = None
+    ) -> str | None:
+        """Why ``user`` may not answer this question (None: they may): only the person
+        asked does, while they may still talk to the agent; for a trigger's turn, anyone
+        who may talk to it in that conversation. Not an admin on someone's behalf."""
+        if "role:member" not in question.approvers and user != question.requested_by:
+            return "not_asked"
+        if not await self._talks(user, question, team):
+            return "no_access"
+        return None
+
+    async def answer(
+        self, approval_id: str, *, choice: str, user: str, team: str | None = None
+    ) -> ApprovalRecord:
+        """A press on a question: the option ``choice`` (its index), or ``other`` (the
+        presser's next message there is the answer; the question stays pending). Raises
+        ApprovalNotFound (no such question, or no such option), NotAllowedToDecide or
+        AlreadyDecided."""
+        question = await self._store.approval(approval_id)
+        if question is None or question.kind != "question":
+            raise ApprovalNotFound(approval_id)
+        reason = await self.answer_refusal(question, user, team=team)
+        if reason is not None:
+            raise NotAllowedToDecide(approval_id, user, reason)
+        if question.status != "pending":
+            raise AlreadyDecided(approval_id, question.status, question.decided_by)
+        asked = questions.asked(question.arguments)
+        if choice == questions.OTHER and asked.allow_other:
+            marked = await self._store.mark_answering(approval_id, user)
+            if marked is None:
+                raise AlreadyDecided(approval_id)
+            await self._edit_prompt(
+                marked, f"{asked.text}\n{user}: type your answer as your next message here."
+            )
+            return marked
+        option = questions.chosen(question, choice)
+        if option is None:
+            raise ApprovalNotFound(approval_id)
+        decided = await self._store.decide_approval(
+            approval_id,
+            status="answered",
+            user=user,
+            note=f"{user} answered: {option}",
+            answer=option,
+        )
+        if decided is None:
+            raise AlreadyDecided(approval_id)
+        log.info("question answered", approval_id=approval_id, user=user)
+        self._faults.hit("after_decision")
+        await self.show_answer(decided)
+        return decided
+
+    async def show_answer(self, question: ApprovalRecord) -> None:
+        """Edit an answered question's prompt to say who answered what."""
+        asked = questions.asked(question.arguments)
+        await self._edit_prompt(question, f"{asked.text}\n{questions.answered_note(question)}")
+
     def named(self, approval: ApprovalRecord, user: str) -> bool:
         """Whether ``user`` is one of the approval's own deciders: its requester, an admin,
         or an approver the policy names as a person (``role:member`` names nobody). Only
@@ -86,9 +145,10 @@ class Approvals:
     async def decide(
         self, approval_id: str, *, decision: ApprovalDecision, user: str, team: str | None = None
     ) -> ApprovalRecord:
-        """Decide once. Raises ApprovalNotFound, NotAllowedToDecide or AlreadyDecided."""
+        """Decide once. Raises ApprovalNotFound, NotAllowedToDecide or AlreadyDecided (a
+        question is answered, not decided: :meth:`answer`)."""
         approval = await self._store.approval(approval_id)
-        if approval is None:
+        if approval is None or approval.kind == "question":
             raise ApprovalNotFound(approval_id)
         reason = await self.refusal(approval, user, team=team)
         if reason is not None:
@@ -131,8 +191,9 @@ class Approvals:
         approval = await self._store.approval(approval_id)
         if approval is None:
             return None
+        what = "question" if approval.kind == "question" else f"approval for {approval.tool}"
         note = (
-            f"The approval for {approval.tool} was cancelled: {stopped_by} stopped the turn."
+            f"The {what} was cancelled: {stopped_by} stopped the turn."
             if stopped_by is not None
             else _note(approval, status, "chatgate")
         )
@@ -174,6 +235,11 @@ def _same_person(user: str, requester: str) -> bool:
 
 
 def _note(approval: ApprovalRecord, status: ApprovalStatus, user: str) -> str:
+    if approval.kind == "question":
+        asked = questions.asked(approval.arguments).text
+        if status == "expired":
+            return f"{asked}\nNobody answered in time."
+        return f"{asked}\nThe question was cancelled."
     if status == "expired":
         return f"The approval for {approval.tool} expired: nobody decided in time."
     if status == "cancelled":

@@ -129,6 +129,10 @@ ButtonAction: TypeAlias = Literal[
     "stop",
     # ``forget me``'s confirmation: ``value`` says erase or keep, for whom, asked when.
     "forget",
+    # An ``ask_user`` question's buttons: ``value`` is the option's index; "other" means
+    # the presser's next message is the answer.
+    "answer",
+    "other",
 ]
 
 
@@ -211,6 +215,20 @@ class ApprovalPrompt:
     recovery: bool = False
     # Whether "Allow in this conversation" is offered (else Approve and Deny only).
     always_allow: bool = True
+    # Not an approval but the model's question (``ask_user``): one button per option.
+    question: Question | None = None
+    # A copy in an approver's DM: where the call was asked for (a link, or words).
+    origin: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Question:
+    """What ``ask_user`` asks: the question, its options (a button each), and whether
+    "Other" is offered (the person's next message there is then the answer)."""
+
+    text: str
+    options: tuple[str, ...]
+    allow_other: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,10 +16,11 @@ LATE_AFTER = timedelta(minutes=1)
 
 Role: TypeAlias = Literal["user", "assistant", "approval", "system"]
 TurnStatus: TypeAlias = Literal["pending", "running", "waiting", "done", "failed"]
-ApprovalKind: TypeAlias = Literal["tool", "recovery"]
+ApprovalKind: TypeAlias = Literal["tool", "recovery", "question"]
 ApprovalStatus: TypeAlias = Literal[
-    "pending", "approved", "allowed", "denied", "expired", "cancelled"
+    "pending", "approved", "allowed", "denied", "expired", "cancelled", "answered"
 ]
+ApprovalRoute: TypeAlias = Literal["here", "approvers", "both"]
 ApprovalDecision: TypeAlias = Literal["approve", "allow_conversation", "deny"]
 StepKind: TypeAlias = Literal["model_call", "tool_call", "approval", "reply", "steer"]
 BusyMode: TypeAlias = Literal["queue", "steer", "interrupt", "collect"]
@@ -53,7 +54,8 @@ class ConversationRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRecord:
-    """A question to a person: may this tool call run (or re-run after a crash)?"""
+    """A question to a person: may this tool call run (or re-run after a crash)? Or, for
+    ``kind="question"``, what the model asked with ``ask_user``."""
 
     id: str
     turn_id: int
@@ -78,6 +80,13 @@ class ApprovalRecord:
     always_allow: bool = True
     # Set by a decision: the jobs of a queued turn that are due again because of it.
     requeued_jobs: tuple[int, ...] = ()
+    # A question's answer, and who pressed "Other" (their next message answers it).
+    answer: str | None = None
+    answering: str | None = None
+    # Where the prompt shows (a policy rule's ``route``), and who gets it when its time is
+    # up (a rule's ``escalate_to``; empty once passed on, or when the rule names nobody).
+    route: ApprovalRoute = "here"
+    escalate_to: tuple[str, ...] = ()
 
     @property
     def approved(self) -> bool:
@@ -98,6 +107,8 @@ class ApprovalRequest:
     call_id: str
     self_approve: bool = True
     always_allow: bool = True
+    route: ApprovalRoute = "here"
+    escalate_to: tuple[str, ...] = ()
 
 
 class HistoryLine(NamedTuple):
@@ -222,6 +233,9 @@ class Accepted:
     behind: bool = False
     # The feedback row this message answered ("what went wrong?"): no turn was opened.
     answered: int | None = None
+    # The question (``ask_user``) this message answered after its sender pressed "Other":
+    # no turn was opened; the asking turn resumes.
+    question: ApprovalRecord | None = None
     # The profile an admin chose for the conversation (``/profile``), if any.
     pinned_profile: str | None = None
 

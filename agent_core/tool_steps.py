@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 import structlog
 from pydantic import JsonValue
 
-from agent_core import tracing
+from agent_core import questions, tracing
 from agent_core.approval_text import SHOWN_LIMIT, fits
 from agent_core.delivery import Outbound
 from agent_core.errors import Suspended
@@ -107,7 +107,7 @@ class ToolRound:
         the turn's profile's rules, in place of the round's own."""
         rules = permissions or self._permissions
         results: list[str | None] = [None] * len(calls)
-        runnable: list[tuple[int, Tool, dict[str, Any], int]] = []
+        runnable: list[tuple[int, Tool, dict[str, Any], int, ApprovalRecord | None]] = []
         waiting = False
         granted: frozenset[str] | None = None
 
@@ -148,12 +148,20 @@ class ToolRound:
                 outcome = ToolOutcome(status="invalid_arguments", output=str(exc))
                 results[index] = await self._record(turn, call_seq, call, outcome)
                 continue
-            if step is not None and not tool.is_idempotent(arguments):
+            question: ApprovalRecord | None = None
+            if tool.asks_person:
+                wrong = questions.problem(_json(arguments))
+                if wrong is not None and turn.step(approval_seq) is None:
+                    outcome = ToolOutcome(status="invalid_arguments", output=wrong)
+                    results[index] = await self._record(turn, call_seq, call, outcome)
+                    continue
+                verdict, question = await self._ask(turn, approval_seq, call, arguments)
+            elif step is not None and not tool.is_idempotent(arguments):
                 verdict = await self._recover(turn, call_seq, call, arguments, rules)
             else:
                 verdict = await self._permit(turn, approval_seq, call, arguments, grants, rules)
             if verdict == "run":
-                runnable.append((index, tool, arguments, call_seq))
+                runnable.append((index, tool, arguments, call_seq, question))
             elif verdict == "waiting":
                 waiting = True
                 tracing.mark(
@@ -163,8 +171,8 @@ class ToolRound:
                 results[index] = await self._record(turn, call_seq, call, _refusal(verdict))
         outcomes = await asyncio.gather(
             *(
-                self._execute(turn, context, calls[index], tool, arguments, seq)
-                for index, tool, arguments, seq in runnable
+                self._execute(turn, context, calls[index], tool, arguments, seq, question)
+                for index, tool, arguments, seq, question in runnable
             )
         )
         for (index, *_rest), content in zip(runnable, outcomes, strict=True):
@@ -214,6 +222,31 @@ class ToolRound:
         if existing is None:  # the step exists only with its approval; never without
             return "denied"
         return await self._await_decision(turn, existing, seq, fresh=False)
+
+    async def _ask(
+        self, turn: TurnRecord, seq: int, call: ToolCallRequest, arguments: dict[str, Any]
+    ) -> tuple[Verdict, ApprovalRecord | None]:
+        """A question for a person (``ask_user``): ask once, wait, and once it is over
+        (answered, expired, cancelled) let the call run with it."""
+        approval = await self._store.approval_for_step(turn.id, seq)
+        fresh = approval is None
+        if approval is None:
+            question = questions.asked(_json(arguments))
+            asked = ApprovalRequest(
+                kind="question",
+                tool=call.name,
+                arguments=_json(arguments),
+                approvers=questions.askee(turn.user),
+                expires_at=utcnow() + self._approval_ttl,
+                prompt_text=f"Question: {question.text}",
+                call_id=call.id,
+                always_allow=False,
+            )
+            approval = await self._store.request_approval(turn, seq, asked)
+            self._faults.hit("after_approval_request")
+        if await self._await_decision(turn, approval, seq, fresh=fresh) == "waiting":
+            return "waiting", None
+        return "run", await self._store.approval(approval.id)
 
     async def _recover(
         self,
@@ -306,6 +339,7 @@ class ToolRound:
             resend=resend,
             recovery=approval.kind == "recovery",
             always_allow=approval.always_allow,
+            question=questions.asked(approval.arguments) if approval.kind == "question" else None,
         )
         receipt = await self._outbound.send(prompt)
         self._faults.hit("after_prompt_send")
@@ -323,6 +357,7 @@ class ToolRound:
         tool: Tool,
         arguments: dict[str, Any],
         seq: int,
+        question: ApprovalRecord | None = None,
     ) -> str:
         async with self._slots:
             await self._store.begin_step(
@@ -341,6 +376,7 @@ class ToolRound:
                         call_id=call.id,
                         idempotency_key=f"{turn.id}:{seq}",
                         rerun=turn.step(seq) is not None,
+                        question=question,
                     ),
                 )
                 span.set({"chatgate.tool.outcome": outcome.status})

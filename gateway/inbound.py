@@ -140,6 +140,12 @@ class Inbound:
         elif command is not None:
             await self._gate.spend(event)
             await self._command(command, event, accepted)
+        elif accepted.question is not None:
+            # The answer to a question they pressed "Other" on: its turn resumes.
+            await self._gate.spend(event)
+            await self._approvals.show_answer(accepted.question)
+            self._metrics.approval_ended(accepted.question)
+            await self._resume(accepted.question)
         elif accepted.answered is not None:
             # What went wrong, after a 👎: kept with the rating (in the ledger's
             # transaction), never a turn.
@@ -304,6 +310,19 @@ class Inbound:
             self._hub.publish(conversation.key)
         return changed
 
+    async def answer(
+        self, approval_id: str, *, choice: str, user: str, team: str | None = None
+    ) -> ApprovalRecord:
+        """A question's button pressed: answered (its turn resumes), or "Other" (the
+        presser's next message answers it). Raises ApprovalError."""
+        answered = await self._approvals.answer(approval_id, choice=choice, user=user, team=team)
+        if answered.status != "pending":
+            self._metrics.approval_ended(answered)
+            await self._resume(answered)
+        else:
+            self._hub.publish(answered.conversation)
+        return answered
+
     async def decide(
         self,
         approval_id: str,
@@ -372,6 +391,8 @@ def refusal(error: ApprovalError) -> str:
         return f"{approval_id} was already decided."
     if isinstance(error, NotAllowedToDecide) and error.reason == "own_request":
         return f"You asked for {approval_id}: policy needs someone else to approve it."
+    if isinstance(error, NotAllowedToDecide) and error.reason == "not_asked":
+        return f"{approval_id} asks someone else: only they can answer it."
     if isinstance(error, NotAllowedToDecide) and error.reason == "no_access":
         return f"You may no longer talk to the agent, so you cannot decide {approval_id}."
     return f"You may not decide {approval_id}: ask the person who asked, or an admin."

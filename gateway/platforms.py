@@ -19,7 +19,7 @@ from aiohttp import web
 from adapters.base import ChatAdapter, GatewayHooks, Hearing, NotStoredInTime, Refuse
 from adapters.http import json_error
 from adapters.registry import UNCONFIGURED_ROUTES
-from agent_core import forget_me
+from agent_core import forget_me, questions
 from agent_core.command_registry import Suggest
 from agent_core.errors import ApprovalError, NotAllowedToDecide, ScheduleActionError
 from agent_core.events import (
@@ -175,6 +175,15 @@ class Sink:
             return
         if press.action == "forget":
             await self._forget(runtime, press, tell)
+            return
+        if press.approval_id and press.action in ("answer", "other"):
+            choice = questions.OTHER if press.action == "other" else press.value or ""
+            try:
+                await runtime.inbound.answer(
+                    press.approval_id, choice=choice, user=press.user, team=press.user_team
+                )
+            except ApprovalError as exc:
+                await tell(refusal(exc))
             return
         if press.approval_id:
             decision = _DECISIONS.get(press.action)

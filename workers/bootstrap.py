@@ -40,6 +40,7 @@ from agent_core.model import Model
 from agent_core.permissions import Permissions
 from agent_core.process_identity import process_owner, take_over_leases
 from agent_core.profiles import Profiles
+from agent_core.questions import ask_user_factory
 from agent_core.records import LATE_AFTER
 from agent_core.sandbox.base import FILES_INSIDE, SandboxLimits, make_inbox
 from agent_core.sandbox.choose import SandboxChoice, SandboxConfig, choose_sandbox
@@ -218,6 +219,7 @@ def build_tools(
     ``run_command`` only with a working sandbox."""
     http = settings.tools.http_request
     factories = [
+        ask_user_factory(),
         schedule_tools_factory(schedules),
         memory_tools_factory(store, admins=settings.admins),
         mcp.factory(),
@@ -231,10 +233,10 @@ def build_tools(
     if sandbox is not None and sandbox.sandbox is not None:
         state_dir = settings.state_dir.resolve()
         limits = sandbox_limits(settings)
-        factories.insert(3, run_command_factory(state_dir, sandbox.sandbox, limits))
+        factories.insert(4, run_command_factory(state_dir, sandbox.sandbox, limits))
         megabyte = 1024 * 1024
         factories.insert(
-            4,
+            5,
             send_file_factory(
                 state_dir, outbound, store, limit=int(settings.file_max_mb * megabyte)
             ),

@@ -42,7 +42,7 @@ from agent_core.events import (
 DM = "@me"
 # A button's custom_id (at most 100 characters): who it is for, what it does, to what.
 CUSTOM_ID = re.compile(
-    r"cg:(?P<kind>ap|job|turn|ask):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})"
+    r"cg:(?P<kind>ap|job|turn|ask|q):(?P<action>[a-z_]+):(?P<target>[A-Za-z0-9_]{1,40})"
 )
 ACTIONS: dict[str, ButtonAction] = {
     "approve": "approve",
@@ -53,7 +53,15 @@ JOB_ACTIONS: dict[str, ButtonAction] = {"pause": "pause", "resume": "resume", "d
 TURN_ACTIONS: dict[str, ButtonAction] = {"stop": "stop"}
 # Buttons that answer a question chatgate asked (``forget me``'s confirmation).
 CHOICE_ACTIONS: dict[str, ButtonAction] = {"forget": "forget"}
-_KINDS = {"ap": ACTIONS, "job": JOB_ACTIONS, "turn": TURN_ACTIONS, "ask": CHOICE_ACTIONS}
+# An ``ask_user`` question's buttons: ``cg:q:answer:APPROVAL_INDEX``, ``cg:q:other:APPROVAL``.
+QUESTION_ACTIONS: dict[str, ButtonAction] = {"answer": "answer", "other": "other"}
+_KINDS = {
+    "ap": ACTIONS,
+    "job": JOB_ACTIONS,
+    "turn": TURN_ACTIONS,
+    "ask": CHOICE_ACTIONS,
+    "q": QUESTION_ACTIONS,
+}
 # Default (0) and reply (19) are people writing; joins, pins, thread starts ... are not.
 _PERSON_TYPES = frozenset({0, 19})
 # Thread channel types: announcement, public and private threads.
@@ -266,13 +274,18 @@ def button_press(
         channel=key.channel,
         thread=key.thread,
         user=user_id(user),
-        approval_id=target if kind == "ap" else None,
+        approval_id=target if kind == "ap" else _asked(target, action) if kind == "q" else None,
         action=_KINDS[kind][action],
-        value=target,
+        value=target.rpartition("_")[2] if kind == "q" and action == "answer" else target,
         message=MessageRef(conversation=key, message_id=message_id) if message_id else None,
         platform_event_id=f"int:{interaction_id}",
         raw={"channel_id": channel_id},
     )
+
+
+def _asked(target: str, action: str) -> str:
+    """The approval a question's button names (an option's target ends ``_INDEX``)."""
+    return target.rpartition("_")[0] if action == "answer" else target
 
 
 def parse_interaction(data: Mapping[str, Any]) -> ButtonPress | None:

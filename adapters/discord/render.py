@@ -37,7 +37,11 @@ def nonce(key: str) -> str:
 
 
 def approval_content(prompt: ApprovalPrompt) -> str:
-    """The prompt's words: what would run, with which arguments (in a code block)."""
+    """The prompt's words: what would run, with which arguments (in a code block); or the
+    question."""
+    if prompt.question is not None:
+        origin = f"\n*{prompt.origin}*" if prompt.origin else ""
+        return f"**{prompt.question.text}**{origin}"
     shown = for_prompt(prompt.arguments)
     arguments = shown.text.replace("```", "`\u200b``")
     warning = f"\n⚠ {shown.warning}" if shown.warning else ""
@@ -114,6 +118,13 @@ def approval_view(prompt: ApprovalPrompt) -> discord.ui.View:
 
     button = _dynamic_button()
     view = ui.View(timeout=None)
+    if prompt.question is not None:
+        for index, option in enumerate(prompt.question.options):
+            target = f"{prompt.approval_id}_{index}"
+            view.add_item(button("q", "answer", target, label=option[:80], style="primary"))
+        if prompt.question.allow_other:
+            view.add_item(button("q", "other", prompt.approval_id, label="Other…"))
+        return view
     buttons = BUTTONS if prompt.always_allow else (BUTTONS[0], BUTTONS[2])
     for action, label, style in RECOVERY_BUTTONS if prompt.recovery else buttons:
         view.add_item(button("ap", action, prompt.approval_id, label=label, style=style))

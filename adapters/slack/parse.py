@@ -75,8 +75,14 @@ EPHEMERAL = "response_url:"
 
 
 def choice_action(action_id: object) -> ButtonAction | None:
-    """The action of a question's button, by its action id (None: not one)."""
+    """The action of a question's button, by its action id (None: not one): ``forget
+    me``'s, or an ``ask_user`` question's (``chatgate_answer:INDEX`` with the value
+    ``APPROVAL:INDEX``, and ``chatgate_other`` with the value ``APPROVAL``)."""
     prefix, _, rest = str(action_id).partition(":")
+    if prefix == "chatgate_answer":
+        return "answer"
+    if prefix == "chatgate_other":
+        return "other"
     return CHOICE_ACTIONS.get(rest.partition(":")[0]) if prefix == "chatgate_choice" else None
 
 
@@ -308,15 +314,17 @@ def parse_action(payload: Mapping[str, Any]) -> ButtonPress | None:
         channel=str(channel.get("id")),
         thread=str(thread) if thread else None,
     )
+    asked, _, option = value.partition(":")
+    question = chosen in ("answer", "other")
     return ButtonPress(
         platform="slack",
         workspace=key.workspace,
         channel=key.channel,
         thread=key.thread,
         user=user_id(str(user.get("id"))),
-        approval_id=value if action_id in ACTIONS else None,
+        approval_id=value if action_id in ACTIONS else asked if question else None,
         action=ACTIONS.get(str(action_id)) or JOB_ACTIONS.get(str(action_id)) or chosen,  # type: ignore[arg-type]
-        value=value,
+        value=option if question else value,
         message=MessageRef(conversation=key, message_id=str(shown)) if shown else None,
         # The presser's own team (a Slack Connect guest's is not the channel's).
         user_team=str(user["team_id"]) if isinstance(user.get("team_id"), str) else "?",

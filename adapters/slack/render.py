@@ -8,7 +8,7 @@ from typing import Any
 from adapters.markdown import escape_slack
 from adapters.slack.parse import bare_user
 from agent_core.approval_text import for_prompt
-from agent_core.events import ApprovalPrompt
+from agent_core.events import ApprovalPrompt, Question
 from agent_core.journaled import Choice, ScheduleItem
 
 # Slack allows 50 blocks a message: a title and up to three blocks per schedule.
@@ -47,6 +47,8 @@ def _pieces(text: str, *, first: int, rest: int) -> list[str]:
 def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
     """The prompt as Block Kit: what would run, and the three buttons (approval id in
     each button's value)."""
+    if prompt.question is not None:
+        return question_blocks(prompt.approval_id, prompt.question, origin=prompt.origin)
     shown = for_prompt(prompt.arguments)
     warning = f"\n:warning: {escape_slack(shown.warning)}" if shown.warning else ""
     header = (
@@ -79,6 +81,38 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
                 for action_id, label, style in _offered(prompt)
             ],
         },
+    ]
+
+
+def question_blocks(
+    approval_id: str, question: Question, *, origin: str | None = None
+) -> list[dict[str, Any]]:
+    """An ``ask_user`` question as Block Kit: its words, and a button per option (and
+    "Other"), each carrying the approval id and the option's index."""
+    text = f"*{escape_slack(question.text)}*"
+    if origin:
+        text += f"\n_{escape_slack(origin)}_"
+    buttons = [
+        {
+            "type": "button",
+            "action_id": f"chatgate_answer:{index}",
+            "text": {"type": "plain_text", "text": option[:75]},
+            "value": f"{approval_id}:{index}",
+        }
+        for index, option in enumerate(question.options)
+    ]
+    if question.allow_other:
+        buttons.append(
+            {
+                "type": "button",
+                "action_id": "chatgate_other",
+                "text": {"type": "plain_text", "text": "Other…"},
+                "value": approval_id,
+            }
+        )
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text[:_SECTION]}},
+        {"type": "actions", "block_id": f"question:{approval_id}", "elements": buttons},
     ]
 
 

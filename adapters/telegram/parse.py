@@ -50,6 +50,8 @@ JOB_ACTIONS: dict[str, ButtonAction] = {"jp": "pause", "jr": "resume", "jd": "de
 TURN_ACTIONS: dict[str, ButtonAction] = {"st": "stop"}
 # Buttons that answer a question chatgate asked (``forget me``'s confirmation).
 CHOICE_ACTIONS: dict[str, ButtonAction] = {"fg": "forget"}
+# An ``ask_user`` question's buttons: ``qa:APPROVAL:INDEX`` and ``qo:APPROVAL`` (Other).
+QUESTION_ACTIONS: dict[str, ButtonAction] = {"qa": "answer", "qo": "other"}
 # What the gateway asks Telegram for (webhook and getUpdates alike).
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query", "message_reaction")
 
@@ -150,6 +152,7 @@ def _callback(update_id: int, callback: Mapping[str, Any], bot: BotIdentity) -> 
         or JOB_ACTIONS.get(verb)
         or TURN_ACTIONS.get(verb)
         or CHOICE_ACTIONS.get(verb)
+        or QUESTION_ACTIONS.get(verb)
     )
     message = callback.get("message")
     if action is None or not value or not isinstance(message, Mapping):
@@ -170,9 +173,11 @@ def _callback(update_id: int, callback: Mapping[str, Any], bot: BotIdentity) -> 
         channel=key.channel,
         thread=key.thread,
         user=user_id(sender["id"]),
-        approval_id=value if verb in ACTIONS else None,
+        approval_id=value.partition(":")[0]
+        if verb in ACTIONS or verb in QUESTION_ACTIONS
+        else None,
         action=action,
-        value=value,
+        value=value.partition(":")[2] if verb in QUESTION_ACTIONS else value,
         message=MessageRef(conversation=key, message_id=str(message.get("message_id"))),
         platform_event_id=f"{bot.id}:{update_id}",
         raw={"callback_query_id": query_id},

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from adapters.telegram.parse import CHOICE_ACTIONS
 from agent_core.approval_text import for_prompt
-from agent_core.events import ApprovalPrompt
+from agent_core.events import ApprovalPrompt, Question
 from agent_core.journaled import Choice, ScheduleItem
 
 if TYPE_CHECKING:
@@ -34,8 +34,11 @@ def callback_data(verb: str, value: str) -> str:
 
 
 def approval_text(prompt: ApprovalPrompt) -> str:
-    """The prompt's words (HTML): what would run, with which arguments."""
+    """The prompt's words (HTML): what would run, with which arguments; or the question."""
     from html import escape
+
+    if prompt.question is not None:
+        return f"<b>{escape(prompt.question.text)}</b>{_origin(prompt)}"
 
     shown = for_prompt(prompt.arguments)
     warning = f"\n⚠ {escape(shown.warning)}" if shown.warning else ""
@@ -57,11 +60,35 @@ def approval_keyboard(prompt: ApprovalPrompt) -> InlineKeyboardMarkup:
     button's callback data."""
     from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
+    if prompt.question is not None:
+        return question_keyboard(prompt.approval_id, prompt.question)
     buttons = [
         InlineKeyboardButton(label, callback_data=callback_data(verb, prompt.approval_id))
         for verb, label in _offered(prompt)
     ]
     return InlineKeyboardMarkup([buttons[:2], buttons[2:]] if len(buttons) > 2 else [buttons])
+
+
+def question_keyboard(approval_id: str, question: Question) -> InlineKeyboardMarkup:
+    """One button per option, two to a row, and "Other" alone on the last."""
+    from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
+    buttons = [
+        InlineKeyboardButton(option, callback_data=callback_data("qa", f"{approval_id}:{index}"))
+        for index, option in enumerate(question.options)
+    ]
+    rows = [buttons[i : i + 2] for i in range(0, len(buttons), 2)]
+    if question.allow_other:
+        rows.append(
+            [InlineKeyboardButton("Other…", callback_data=callback_data("qo", approval_id))]
+        )
+    return InlineKeyboardMarkup(rows)
+
+
+def _origin(prompt: ApprovalPrompt) -> str:
+    from html import escape
+
+    return f"\n<i>{escape(prompt.origin)}</i>" if prompt.origin else ""
 
 
 def stop_keyboard(turn: str) -> InlineKeyboardMarkup | None:

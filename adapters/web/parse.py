@@ -99,6 +99,22 @@ def parse_choice(body: object) -> tuple[str, str]:
     return value, f"web:{user}"
 
 
+def parse_answer(body: object) -> tuple[str, str]:
+    """A ``POST /api/questions/{id}`` body: ``{"choice": INDEX | "other", "user"?}``, the
+    option pressed (its index, as text) and the web user."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("expected a JSON object")
+    choice = body.get("choice")
+    if isinstance(choice, int) and not isinstance(choice, bool) and 0 <= choice < 100:
+        choice = str(choice)
+    if choice != "other" and not (isinstance(choice, str) and choice.isdigit() and len(choice) < 3):
+        raise BadRequest("'choice' must be an option's index or \"other\"")
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.fullmatch(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    return str(choice), f"web:{user}"
+
+
 def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
     """A ``POST /api/schedules/{id}`` body: the action, the web user, and the ``jobs``
     listing (message id) the button was on, whose state is refreshed."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_core import questions
 from agent_core.approval_text import for_prompt
 from agent_core.records import ApprovalRecord, ConversationRecord, MessageRecord
 
@@ -63,6 +64,19 @@ def approval_item(approval: ApprovalRecord) -> dict[str, Any]:
         "decided_by": approval.decided_by,
         "expires_at": approval.expires_at.isoformat(),
         "always_allow": approval.always_allow,
+        # A question (``ask_user``): its options, and what it was answered.
+        **(_question(approval) if approval.kind == "question" else {}),
+    }
+
+
+def _question(approval: ApprovalRecord) -> dict[str, Any]:
+    asked = questions.asked(approval.arguments)
+    return {
+        "question": asked.text,
+        "options": list(asked.options),
+        "allow_other": asked.allow_other,
+        "answer": approval.answer,
+        "answering": approval.answering,
     }
 
 

@@ -53,6 +53,7 @@ _DECIDE = (
         status=bindparam("b_status"),
         decided_by=bindparam("b_user"),
         decided_at=bindparam("b_now"),
+        answer=bindparam("b_answer"),
     )
 )
 _RESUME = (
@@ -102,6 +103,8 @@ def request(conn: Connection, turn: TurnRecord, seq: int, asked: ApprovalRequest
             "approvers": list(asked.approvers),
             "self_approve": asked.self_approve,
             "always_allow": asked.always_allow,
+            "route": asked.route,
+            "escalate_to": list(asked.escalate_to) or None,
             "status": "pending",
             "expires_at": asked.expires_at,
             "created_at": now,
@@ -119,7 +122,7 @@ def request(conn: Connection, turn: TurnRecord, seq: int, asked: ApprovalRequest
             "created_at": now,
         },
     )
-    if asked.kind == "tool":
+    if asked.kind in ("tool", "question"):
         conn.execute(
             insert(turn_steps),
             {
@@ -167,15 +170,27 @@ def suspend(conn: Connection, turn_id: int, approval_id: str) -> bool:
 
 
 def decide(
-    conn: Connection, approval_id: str, *, status: ApprovalStatus, user: str, note: str
+    conn: Connection,
+    approval_id: str,
+    *,
+    status: ApprovalStatus,
+    user: str,
+    note: str,
+    answer: str | None = None,
 ) -> ApprovalRecord | None:
     """Compare-and-set a pending approval; None when it was already decided (or unknown).
 
     The winner also records a conversation grant (for ``allowed``), adds ``note`` to the
-    history, and puts the turn back in the queue.
+    history, and puts the turn back in the queue. ``answer``: a question's answer.
     """
     now = utcnow()
-    params = {"b_id": approval_id, "b_status": status, "b_user": user, "b_now": now}
+    params = {
+        "b_id": approval_id,
+        "b_status": status,
+        "b_user": user,
+        "b_now": now,
+        "b_answer": answer,
+    }
     if conn.execute(_DECIDE, params).rowcount != 1:
         return None
     decided = record(conn.execute(_BY_ID, {"b_id": approval_id}).one())
@@ -281,4 +296,8 @@ def record(row: Row[Any]) -> ApprovalRecord:
         prompt_message_id=row.prompt_message_id,
         created_at=row.created_at,
         decided_at=row.decided_at,
+        answer=row.answer,
+        answering=row.answering,
+        route=row.route,
+        escalate_to=tuple(row.escalate_to or ()),
     )

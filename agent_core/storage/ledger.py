@@ -36,6 +36,7 @@ from agent_core.storage import approvals as approval_sql
 from agent_core.storage import attachments as attachment_rows
 from agent_core.storage import feedback as feedback_rows
 from agent_core.storage import journal
+from agent_core.storage import questions as question_rows
 from agent_core.storage.schema import (
     conversations,
     dead_letters,
@@ -177,6 +178,14 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
     if answered is not None:
         open_turn = False
         feedback_rows.answer(conn, answered, comment=comment_of(event.text), now=now)
+    # They pressed "Other" on a question here: this message is the answer, and joins the
+    # asking turn's history.
+    question = (
+        question_rows.typed_answer(conn, conversation_id, event.user, event.text)
+        if open_turn
+        else None
+    )
+    open_turn = open_turn and question is None
     turn_id = (
         int(
             conn.execute(
@@ -202,7 +211,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
                 "role": "user",
                 "text": event.text,
                 "author": event.user,
-                "turn_id": turn_id,
+                "turn_id": turn_id or (question.turn_id if question else None),
                 "platform_message_id": event.reply_to,
                 "quote": quote_json(event.quote),
                 "created_at": now,
@@ -237,6 +246,7 @@ def accept(conn: Connection, event: InboundMessage, *, payload: str, open_turn: 
         busy_mode=conversation.busy_mode,
         behind=conversation.lease_expires_at is not None and conversation.lease_expires_at > now,
         answered=answered,
+        question=question,
         pinned_profile=conversation.profile,
     )
 

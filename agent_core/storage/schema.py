@@ -243,8 +243,16 @@ approvals = Table(
     # Whether "Allow in this conversation" is offered (``always_allow`` of its rules).
     Column("always_allow", Boolean, nullable=False, server_default=true()),
     # pending -> approved | allowed (for the conversation) | denied | expired | cancelled
-    # (the requester's access was revoked)
+    # (the requester's access was revoked); a question: pending -> answered | expired ...
     Column("status", String(16), nullable=False),
+    # A question's answer (the option pressed, or the words typed after "Other"), and who
+    # pressed "Other": their next message in the conversation is the answer.
+    Column("answer", Text),
+    Column("answering", String(255)),
+    # Where the prompt is shown (a policy rule's ``route``: here, approvers, both), and
+    # who gets it when its time is up (``escalate_to``; None once it was passed on).
+    Column("route", String(16), nullable=False, server_default="here"),
+    Column("escalate_to", JSON),
     Column("decided_by", String(255)),
     Column("decided_at", UTCDateTime()),
     Column("expires_at", UTCDateTime(), nullable=False),
@@ -252,6 +260,19 @@ approvals = Table(
     UniqueConstraint("turn_id", "seq", name="uq_approvals_turn_seq"),
     Index("ix_approvals_status_expires", "status", "expires_at"),
     Index("ix_approvals_requested_by", "requested_by"),
+)
+
+# A prompt's copies outside its conversation (an approver's DM): a decision edits each.
+approval_copies = Table(
+    "approval_copies",
+    metadata,
+    Column("approval_id", String(32), ForeignKey("approvals.id"), primary_key=True),
+    Column("platform", String(16), primary_key=True),
+    Column("workspace", String(255), primary_key=True),
+    Column("channel", String(255), primary_key=True),
+    Column("message_id", String(255)),
+    Column("sent_to", String(255), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
 )
 
 grants = Table(

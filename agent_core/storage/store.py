@@ -43,6 +43,7 @@ from agent_core.storage import leases as lease_sql
 from agent_core.storage import locks as lock_sql
 from agent_core.storage import marks as mark_sql
 from agent_core.storage import owners as owner_sql
+from agent_core.storage import questions as question_sql
 from agent_core.storage import schedules as schedule_sql
 from agent_core.storage import usage as usage_sql
 from agent_core.storage.database import Database
@@ -417,12 +418,24 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows, JobRows,
         return await self.database.write(approval_sql.suspend, turn_id, approval_id)
 
     async def decide_approval(
-        self, approval_id: str, *, status: ApprovalStatus, user: str, note: str
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        user: str,
+        note: str,
+        answer: str | None = None,
     ) -> ApprovalRecord | None:
-        """First decision wins; None when it was already decided."""
+        """First decision wins; None when it was already decided. ``answer``: what a
+        question (``ask_user``) was answered."""
         return await self.database.write(
-            approval_sql.decide, approval_id, status=status, user=user, note=note
+            approval_sql.decide, approval_id, status=status, user=user, note=note, answer=answer
         )
+
+    async def mark_answering(self, approval_id: str, user: str) -> ApprovalRecord | None:
+        """``user`` pressed a question's "Other": their next message here answers it (None:
+        the question is over, or another person pressed "Other" first)."""
+        return await self.database.write(question_sql.mark_answering, approval_id, user)
 
     async def approval(self, approval_id: str) -> ApprovalRecord | None:
         """One approval by id."""

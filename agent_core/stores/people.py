@@ -33,9 +33,21 @@ class ApprovalStore(Protocol):
         ...
 
     async def decide_approval(
-        self, approval_id: str, *, status: ApprovalStatus, user: str, note: str
+        self,
+        approval_id: str,
+        *,
+        status: ApprovalStatus,
+        user: str,
+        note: str,
+        answer: str | None = None,
     ) -> ApprovalRecord | None:
-        """First decision wins; None when it was already decided."""
+        """First decision wins; None when it was already decided. ``answer``: what a
+        question (``ask_user``) was answered."""
+        ...
+
+    async def mark_answering(self, approval_id: str, user: str) -> ApprovalRecord | None:
+        """``user`` pressed a question's "Other": their next message here answers it (None:
+        the question is over, or another person pressed "Other" first)."""
         ...
 
     async def approval(self, approval_id: str) -> ApprovalRecord | None:

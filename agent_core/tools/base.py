@@ -19,6 +19,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agent_core.events import ConversationKey
+from agent_core.records import ApprovalRecord
 
 log = structlog.get_logger("chatgate.tools")
 
@@ -48,6 +49,8 @@ class ToolContext:
     # An earlier attempt journaled this call's intent and not its result: it may have
     # had its effect (a tool that can look should, before doing it again).
     rerun: bool = False
+    # A tool that asks a person (``ask_user``): the question, answered or over.
+    question: ApprovalRecord | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,8 +95,12 @@ class Tool:
         idempotent: bool | Callable[[Mapping[str, Any]], bool],
         timeout: float = 60.0,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        asks_person: bool = False,
     ) -> None:
         self._fn = fn
+        # It asks a person and the turn waits for the answer (``ask_user``): it runs once
+        # the question is over, with the question in its context.
+        self.asks_person = asks_person
         self.name = name or fn.__name__
         self.description = description or inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0]
         self._idempotent = idempotent

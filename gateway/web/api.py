@@ -23,6 +23,7 @@ from adapters.web.auth import (
     session_value,
 )
 from adapters.web.parse import (
+    parse_answer,
     parse_choice,
     parse_decision,
     parse_message,
@@ -316,6 +317,30 @@ async def decide(request: web.Request) -> web.Response:
     return web.json_response(approval_item(decided))
 
 
+async def answer_question(request: web.Request) -> web.Response:
+    """A press of an ``ask_user`` question's button: ``{"choice": INDEX | "other"}``; 200
+    with the question (answered, or waiting for the typed answer after "Other"); 404 no
+    such question or option; 403 it asks someone else; 409 answered already."""
+    runtime = request.app[RUNTIME]
+    body = await read_json(request)
+    try:
+        choice, user = parse_answer(body)
+    except BadRequest as exc:
+        return json_error(400, str(exc))
+    approval_id = request.match_info["id"]
+    try:
+        answered = await runtime.inbound.answer(approval_id, choice=choice, user=user)
+    except ApprovalNotFound:
+        return json_error(404, "no such question or option")
+    except NotAllowedToDecide as exc:
+        return json_error(403, refusal(exc))
+    except AlreadyDecided:
+        current = await runtime.store.approval(approval_id)
+        extra = approval_item(current) if current else {}
+        return json_error(409, "already answered", approval=extra)
+    return web.json_response(approval_item(answered))
+
+
 async def change_schedule(request: web.Request) -> web.Response:
     """Pause, resume or delete a schedule from a ``jobs`` listing's buttons: 200 with the
     schedule's new state; 404 unknown (or not this conversation's); 403 not allowed."""
@@ -549,6 +574,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/uploads", upload)
     app.router.add_get("/api/files/{id}", sent_file)
     app.router.add_post("/api/approvals/{id}", decide)
+    app.router.add_post("/api/questions/{id}", answer_question)
     app.router.add_post("/api/schedules/{id}", change_schedule)
     app.router.add_post("/api/choices/{id}", answer_choice)
     app.router.add_get("/api/pairing", pairing_state)

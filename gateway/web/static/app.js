@@ -68,12 +68,57 @@ const LABELS = {
 
 function showDecision(card, approval) {
   const actions = card.querySelector(".actions");
-  if (approval.status === "pending") return;
+  if (approval.status === "pending" && !approval.answering) return;
   actions.replaceChildren();
   const done = document.createElement("span");
   done.className = "decided";
-  done.textContent = approval.status === "expired" ? "Expired" : `${approval.status} by ${approval.decided_by}`;
+  if (approval.status === "pending") done.textContent = `${approval.answering}: type your answer as your next message.`;
+  else if (approval.status === "answered") done.textContent = `${approval.decided_by} answered: ${approval.answer}`;
+  else if (approval.status === "expired") done.textContent = approval.kind === "question" ? "Nobody answered in time" : "Expired";
+  else done.textContent = `${approval.status} by ${approval.decided_by}`;
   actions.appendChild(done);
+}
+
+// An ``ask_user`` question: a button per option (and "Other…"); the answer replaces them.
+function questionCard(li, approval) {
+  li.dataset.approval = approval.id;
+  li.replaceChildren();
+  const title = document.createElement("div");
+  title.className = "title";
+  title.textContent = approval.question;
+  const actions = document.createElement("div");
+  actions.className = "actions";
+  const choices = approval.options.map((label, index) => [String(index), label]);
+  if (approval.allow_other) choices.push(["other", "Other…"]);
+  for (const [choice, label] of choices) {
+    const button = document.createElement("button");
+    button.textContent = label;
+    button.onclick = () => answerQuestion(li, approval, choice);
+    actions.appendChild(button);
+  }
+  li.append(title, actions);
+  showDecision(li, approval);
+}
+
+async function answerQuestion(card, approval, choice) {
+  for (const button of card.querySelectorAll("button")) button.disabled = true;
+  try {
+    const response = await fetch(`/api/questions/${approval.id}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ choice }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (response.ok) showDecision(card, body);
+    else if (response.status === 409 && body.approval) showDecision(card, body.approval);
+    else {
+      setStatus(body.error || response.statusText);
+      for (const button of card.querySelectorAll("button")) button.disabled = false;
+    }
+  } catch (error) {
+    setStatus(error.message);
+    for (const button of card.querySelectorAll("button")) button.disabled = false;
+  }
 }
 
 async function decideApproval(card, approval, decision) {
@@ -98,6 +143,7 @@ async function decideApproval(card, approval, decision) {
 }
 
 function approvalCard(li, approval) {
+  if (approval.kind === "question") return questionCard(li, approval);
   li.dataset.approval = approval.id;
   li.replaceChildren();
   const title = document.createElement("div");
@@ -366,7 +412,8 @@ function renderItem(item) {
   el("messages").appendChild(li);
   el("messages").scrollTop = el("messages").scrollHeight;
   const waiting = item.role === "approval" && item.approval && item.approval.status === "pending";
-  setStatus(item.role === "user" ? "The agent is thinking…" : waiting ? "Waiting for your decision…" : "");
+  const asking = waiting && item.approval.kind === "question";
+  setStatus(item.role === "user" ? "The agent is thinking…" : asking ? "Waiting for your answer…" : waiting ? "Waiting for your decision…" : "");
 }
 
 async function loadConversations() {
