@@ -1,0 +1,293 @@
+"""``ask_user`` on each chat platform (issue #29), the real SDKs in a ``chatgate gateway``
+process against the fake platform servers: the question renders as native buttons; a
+press by someone else is refused to them alone; the gateway is killed between question and
+press and the button still answers it after the restart; the turn resumes with the choice;
+"Other" takes the asker's next message as the answer. Each test runs one turn that asks
+twice, and counts model calls exactly."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_server import TEAM, FakeSlack, posted_ts, signed_headers
+from tests.fakes.telegram_server import FakeTelegram
+from tests.scenario.test_discord import ALICE as DISCORD_ALICE
+from tests.scenario.test_discord import MALLORY as DISCORD_MALLORY
+from tests.scenario.test_discord import _followups, _wait_created
+from tests.scenario.test_slack import CHANNEL, _mention, _post_event
+from tests.scenario.test_telegram import ALICE, MALLORY, _callback, _post, _text
+from tests.scenario.test_telegram import _gateway as telegram_gateway
+from tests.scenario.test_approvals_api import tool_call
+
+pytestmark = pytest.mark.any_database
+
+FIRST = {"question": "Which environment?", "options": ["staging", "production"]}
+SECOND = {"question": "When?", "options": ["now", "tonight"], "allow_other": True}
+
+
+def _script(model_server: FakeModelServer) -> None:
+    model_server.script(
+        tool_call("ask_user", FIRST, call_id="call_1"),
+        tool_call("ask_user", SECOND, call_id="call_2"),
+        "Deploying to production after the standup.",
+    )
+
+
+def _results(model_server: FakeModelServer) -> list[dict[str, Any]]:
+    """The answers the model read: the last tool message of its second and third calls."""
+    return [
+        json.loads(model_server.requests[n]["messages"][-1]["content"])
+        for n in range(1, len(model_server.requests))
+    ]
+
+
+def _expected(user: str) -> list[dict[str, Any]]:
+    return [
+        {"answer": "production", "answered_by": user, "typed": False},
+        {"answer": "after the standup", "answered_by": user, "typed": True},
+    ]
+
+
+def _waits(gateway: GatewayProcess, count: int = 1) -> None:
+    """Until the turn waits (the prompt's receipt stored) ``count`` times in all."""
+    deadline = time.monotonic() + 20
+    while gateway.log.count("turn waiting for a decision") < count:
+        assert time.monotonic() < deadline, gateway.log[-3000:]
+        time.sleep(0.05)
+
+
+def _until(condition: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+# Telegram ---------------------------------------------------------------------------
+
+
+def test_telegram_asks_on_an_inline_keyboard(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    _script(model_server)
+    with FakeTelegram() as telegram:
+        gateway = telegram_gateway(database_url, model_server, telegram, tmp_path)
+        gateway.start()
+        try:
+            assert _post(gateway, _text("deploy it")) == 200
+            [prompt] = telegram.wait_for("sendMessage", 1)
+            assert "Which environment?" in prompt["text"]
+            keyboard = prompt["reply_markup"]["inline_keyboard"]
+            assert [[b["text"] for b in row] for row in keyboard] == [["staging", "production"]]
+            production = keyboard[0][1]["callback_data"]
+            assert production.startswith("qa:ap_")
+            assert production.endswith(":1")
+            shown = telegram.delivered[0]
+            _waits(gateway)
+            gateway.kill()
+            gateway.start()
+            assert _post(gateway, _callback(production, user=MALLORY, message=shown)) == 200
+            [refused] = telegram.wait_for("answerCallbackQuery", 1)
+            assert "only they can answer it" in refused["text"]
+            assert len(model_server.requests) == 1
+            assert _post(gateway, _callback(production, user=ALICE, message=shown)) == 200
+            [edit] = telegram.wait_for("editMessageText", 1)
+            assert "telegram:5551234 answered: production" in edit["text"]
+            assert not edit.get("reply_markup")
+            # The second question: "Other", then the words.
+            second = telegram.wait_for("sendMessage", 2)[1]
+            rows = second["reply_markup"]["inline_keyboard"]
+            assert [[b["text"] for b in row] for row in rows] == [["now", "tonight"], ["Other…"]]
+            other = rows[1][0]["callback_data"]
+            assert (
+                _post(gateway, _callback(other, user=ALICE, message=telegram.delivered[1])) == 200
+            )
+            edits = telegram.wait_for("editMessageText", 2)
+            assert "type your answer" in edits[1]["text"]
+            assert _post(gateway, _text("after the standup")) == 200
+            sent = telegram.wait_for("sendMessage", 3)
+            assert sent[2]["text"] == "Deploying to production after the standup."
+            assert _results(model_server) == _expected("telegram:5551234")
+            time.sleep(1)
+            assert len(model_server.requests) == 3
+            assert len(telegram.called("sendMessage")) == 3
+        finally:
+            gateway.stop()
+
+
+# Slack ------------------------------------------------------------------------------
+
+THREAD = "1700000100.000100"
+
+
+def _slack_press(
+    gateway: GatewayProcess, button: dict[str, Any], *, user: str, message_ts: str
+) -> int:
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "test"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "api_app_id": "A0CHATGATE",
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": CHANNEL,
+            "is_ephemeral": False,
+            "thread_ts": THREAD,
+        },
+        "trigger_id": "1.2.3",
+        "channel": {"id": CHANNEL, "name": "general"},
+        "message": {"type": "message", "ts": message_ts, "thread_ts": THREAD},
+        "response_url": "http://127.0.0.1:9/unused",
+        "actions": [
+            {
+                "action_id": button["action_id"],
+                "block_id": "question",
+                "text": button["text"],
+                "value": button["value"],
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    headers = {"Content-Type": "application/x-www-form-urlencoded", **signed_headers(body)}
+    return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)[0]
+
+
+def _buttons(post: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks = post["blocks"] if isinstance(post["blocks"], list) else json.loads(post["blocks"])
+    elements: list[dict[str, Any]] = blocks[-1]["elements"]
+    return elements
+
+
+def test_slack_asks_with_block_kit_buttons(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    _script(model_server)
+    with FakeSlack() as slack:
+        gateway = GatewayProcess(
+            database_url=database_url,
+            workdir=tmp_path,
+            CHATGATE_ACCESS="open",
+            CHATGATE_STATE_DIR=str(tmp_path / "state"),
+            CHATGATE_STREAM_REPLIES="false",
+            **slack.settings(),
+            **model_server.settings(),
+        )
+        gateway.start()
+        try:
+            assert _post_event(gateway, _mention("deploy it", ts=THREAD))[0] == 200
+            [prompt] = slack.wait_for("chat.postMessage", 1)
+            assert prompt["thread_ts"] == THREAD
+            buttons = _buttons(prompt)
+            assert [b["text"]["text"] for b in buttons] == ["staging", "production"]
+            assert buttons[1]["action_id"] == "chatgate_answer:1"
+            _waits(gateway)
+            first_ts = posted_ts(1)
+            gateway.kill()
+            gateway.start()
+            assert _slack_press(gateway, buttons[1], user="U0MALLORY", message_ts=first_ts) == 200
+            [refusal] = slack.wait_for("chat.postEphemeral", 1)
+            assert refusal["user"] == "U0MALLORY"
+            assert "only they can answer it" in refusal["text"]
+            assert len(model_server.requests) == 1
+            assert _slack_press(gateway, buttons[1], user="U0ALICE", message_ts=first_ts) == 200
+            [update] = slack.wait_for("chat.update", 1)
+            assert update["ts"] == first_ts
+            assert "slack:U0ALICE answered: production" in update["text"]
+            second = slack.wait_for("chat.postMessage", 2)[1]
+            buttons = _buttons(second)
+            assert [b["text"]["text"] for b in buttons] == ["now", "tonight", "Other…"]
+            second_ts = posted_ts(2)
+            assert _slack_press(gateway, buttons[2], user="U0ALICE", message_ts=second_ts) == 200
+            updates = slack.wait_for("chat.update", 2)
+            assert "type your answer" in updates[1]["text"]
+            typed = _mention("x", ts="1700000101.000100", event_id="EvTyped")
+            typed["event"] |= {
+                "type": "message",
+                "text": "after the standup",
+                "thread_ts": THREAD,
+                "channel_type": "channel",
+            }
+            assert _post_event(gateway, typed)[0] == 200
+            posts = slack.wait_for("chat.postMessage", 3)
+            assert posts[2]["text"] == "Deploying to production after the standup."
+            assert _results(model_server) == _expected("slack:U0ALICE")
+            time.sleep(1)
+            assert len(model_server.requests) == 3
+            assert len(slack.posted("chat.postMessage")) == 3
+        finally:
+            gateway.stop()
+
+
+# Discord ----------------------------------------------------------------------------
+
+
+def test_discord_asks_with_message_components(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    _script(model_server)
+    with FakeDiscord() as discord:
+        gateway = GatewayProcess(
+            database_url=database_url,
+            workdir=tmp_path,
+            CHATGATE_ACCESS="open",
+            CHATGATE_STATE_DIR=str(tmp_path / "state"),
+            CHATGATE_STREAM_REPLIES="false",
+            **discord.settings(),
+            **model_server.settings(),
+        )
+        gateway.start()
+        discord.wait_connected()
+        try:
+            discord.message_create("deploy it", mention=True)
+            [prompt] = _wait_created(discord, 1)
+            assert "Which environment?" in prompt["content"]
+            buttons = [b for row in prompt["components"] for b in row["components"]]
+            assert [b["label"] for b in buttons] == ["staging", "production"]
+            production = buttons[1]["custom_id"]
+            assert production.startswith("cg:q:answer:ap_")
+            assert production.endswith("_1")
+            _waits(gateway)
+            gateway.kill()
+            gateway.start()
+            discord.wait_connected(2)
+            discord.press(prompt, production, presser=DISCORD_MALLORY)
+            _until(lambda: bool(_followups(discord)))
+            [refusal] = _followups(discord)
+            assert refusal["flags"] & 64  # ephemeral
+            assert "only they can answer it" in refusal["content"]
+            assert len(model_server.requests) == 1
+            discord.press(prompt, production, presser=DISCORD_ALICE)
+            route = f"PATCH channels/{DISCORD_CHANNEL}/messages/{prompt['id']}"
+            [edit] = discord.wait_for(route, 1)
+            assert f"discord:{DISCORD_ALICE} answered: production" in edit["content"]
+            assert edit["components"] == []
+            second = _wait_created(discord, 2)[1]
+            buttons = [b for row in second["components"] for b in row["components"]]
+            assert [b["label"] for b in buttons] == ["now", "tonight", "Other…"]
+            discord.press(second, buttons[2]["custom_id"], presser=DISCORD_ALICE)
+            route = f"PATCH channels/{DISCORD_CHANNEL}/messages/{second['id']}"
+            [edit] = discord.wait_for(route, 1)
+            assert "type your answer" in edit["content"]
+            discord.message_create("after the standup", mention=True)
+            replies = _wait_created(discord, 3)
+            assert replies[2]["content"] == "Deploying to production after the standup."
+            assert _results(model_server) == _expected(f"discord:{DISCORD_ALICE}")
+            time.sleep(1)
+            assert len(model_server.requests) == 3
+            assert len(discord.created) == 3
+        finally:
+            gateway.stop()
