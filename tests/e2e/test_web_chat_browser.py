@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -372,5 +373,70 @@ def test_a_reply_has_thumbs_buttons_and_a_thumbs_down_asks_what_went_wrong(
         expect(down).to_have_attribute("aria-pressed", "true")
         down.click()
         expect(down).to_have_attribute("aria-pressed", "false")
+    finally:
+        gateway.stop()
+
+
+def test_a_question_shows_its_options_and_a_press_or_typed_answer_goes_on(
+    browser: Browser, database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """``ask_user``: the card shows the question with a button per option and "Other…";
+    after a restart of the gateway the button still answers it; "Other…" then a typed
+    message answers the second; reload shows both answers."""
+
+    def ask(question: str, options: list[str], call_id: str) -> Scripted:
+        arguments = {"question": question, "options": options, "allow_other": True}
+        return Scripted(
+            tool_calls=[
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "ask_user", "arguments": json.dumps(arguments)},
+                }
+            ]
+        )
+
+    model_server.script(
+        ask("Which environment?", ["staging", "production"], "call_1"),
+        ask("When?", ["now", "tonight"], "call_2"),
+        "Deploying to production after lunch.",
+    )
+    gateway = GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        **model_server.settings(),
+    )
+    gateway.start(command="run")
+    try:
+        page = browser.new_page()
+        page.goto(gateway.url + "/")
+        page.get_by_label("New conversation name").fill("ops")
+        page.get_by_role("button", name="Open").click()
+        page.get_by_label("Message").fill("deploy it")
+        page.keyboard.press("Enter")
+        card = page.locator("#messages li.approval").first
+        expect(card.locator(".title")).to_have_text("Which environment?")
+        expect(card.get_by_role("button")).to_have_text(["staging", "production", "Other…"])
+        gateway.stop()
+        gateway.start(command="run")
+        page.reload()
+        card = page.locator("#messages li.approval").first
+        card.get_by_role("button", name="production").click()
+        expect(card.locator(".decided")).to_have_text("web:local answered: production")
+        second = page.locator("#messages li.approval").nth(1)
+        expect(second.locator(".title")).to_have_text("When?")
+        second.get_by_role("button", name="Other…").click()
+        expect(second.locator(".decided")).to_contain_text("type your answer")
+        page.get_by_label("Message").fill("after lunch")
+        page.keyboard.press("Enter")
+        expect(page.locator("#messages li.assistant")).to_have_text(
+            "Deploying to production after lunch."
+        )
+        page.reload()
+        expect(page.locator("#messages li.approval .decided")).to_have_text(
+            ["web:local answered: production", "web:local answered: after lunch"]
+        )
+        assert len(model_server.requests) == 3
     finally:
         gateway.stop()
