@@ -16,7 +16,7 @@ from agent_core.events import utcnow
 from agent_core.settings import Settings
 from agent_core.storage.database import Database
 from agent_core.storage.store import Store
-from tests.fakes.gateway import GatewayProcess, RoleProcess
+from tests.fakes.gateway import GatewayProcess, RoleProcess, http
 from tests.fakes.http_echo import EchoServer, http_allowed_config
 from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.scenario.test_schedules import _assistant, _journal, _wait_for
@@ -214,3 +214,34 @@ async def test_a_message_a_worker_took_and_never_started_is_sent_again(
             assert again.payload == taken.payload
     finally:
         queue.close()
+
+
+def test_a_background_turn_asks_in_its_conversation_and_a_worker_resumes_it(
+    roles: tuple[GatewayProcess, RoleProcess, RoleProcess],
+    model_server: FakeModelServer,
+) -> None:
+    """``bg`` on a worker: ``ask_user`` posts its question in the conversation and the
+    job waits (nothing holds the worker); the answer, pressed at the gateway, puts the job
+    back on the queue, and a worker started afresh finishes it with the choice."""
+    gateway, worker, beat = roles
+    question = {"question": "Which region?", "options": ["eu", "us"]}
+    model_server.script(tool_call("ask_user", question), "Running it in the eu.")
+    gateway.start()
+    worker.start("--concurrency", "1")
+    beat.start()
+    accepted = gateway.post("desk", "/bg run the report", id="m-1")
+    conversation_id = str(accepted["conversation_id"])
+    deadline = time.monotonic() + 60
+    while not (asked := [i for i in gateway.messages(conversation_id) if i.get("approval")]):
+        assert time.monotonic() < deadline, worker.log
+        time.sleep(0.1)
+    worker.kill()
+    worker.start("--concurrency", "1")
+    approval_id = asked[0]["approval"]["id"]
+    status, body = http("POST", f"{gateway.url}/api/questions/{approval_id}", {"choice": 0})
+    assert status == 200, body
+    _wait_for(gateway, conversation_id, "Running it in the eu.", timeout=60)
+    time.sleep(1.5)
+    assert _assistant(gateway.messages(conversation_id)) == ["Running it in the eu."]
+    assert len(model_server.requests) == 2
+    assert '"answer": "eu"' in model_server.requests[1]["messages"][-1]["content"]
