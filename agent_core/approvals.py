@@ -11,7 +11,7 @@ from collections.abc import Collection
 
 import structlog
 
-from agent_core import questions
+from agent_core import approval_routing, questions
 from agent_core.access import CONSOLE_OPERATOR, MayTalk
 from agent_core.delivery import Outbound
 from agent_core.errors import AlreadyDecided, ApprovalNotFound, NotAllowedToDecide
@@ -172,8 +172,19 @@ class Approvals:
         return decided
 
     async def expire_due(self) -> list[ApprovalRecord]:
-        """Expire every pending approval whose time is up; their turns resume with a denial."""
-        expired = [await self._close(i, "expired") for i in await self._store.due_approvals()]
+        """Expire every pending approval whose time is up (their turns resume with a
+        denial), or pass it on to its ``escalate_to``, once."""
+        expired = []
+        for approval_id in await self._store.due_approvals():
+            due = await self._store.approval(approval_id)
+            passed_on = (
+                due is not None
+                and bool(due.escalate_to)
+                and await approval_routing.pass_on(self._outbound, self._store, due) is not None
+            )
+            if passed_on:
+                continue
+            expired.append(await self._close(approval_id, "expired"))
         return [approval for approval in expired if approval is not None]
 
     async def cancel(
@@ -223,6 +234,7 @@ class Approvals:
         except Exception:
             # The decision stands; only its display is stale.
             log.exception("could not show the decision", approval_id=approval.id)
+        await approval_routing.edit_copies(self._outbound, self._store, approval, text)
 
 
 def _same_person(user: str, requester: str) -> bool:

@@ -71,6 +71,13 @@ class Outbound(Protocol):
         started it. Nothing elsewhere. May raise: the turn goes on regardless."""
         ...
 
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """The direct-message chat with ``user`` (chatgate's name, ``slack:U0123``) in
+        ``workspace``, opened if need be, where an approval prompt reaches them alone; None
+        where the platform has none, or ``user`` is not one of its people. Raise
+        ``DeliveryError`` when it refuses."""
+        ...
+
     def live(
         self,
         conversation: ConversationKey,
@@ -134,6 +141,12 @@ class OutboundRouter:
         sender = self._senders.get(conversation.platform)
         if sender is not None:
             await sender.session(conversation, state, title=title, user=user)
+
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """Through the sender of ``user``'s platform (``platform:id``); None for a platform
+        not configured."""
+        sender = next((s for p, s in self._senders.items() if user.startswith(f"{p}:")), None)
+        return None if sender is None else await sender.direct(user, workspace=workspace)
 
     def live(
         self,

@@ -217,8 +217,8 @@ class ApprovalPrompt:
     always_allow: bool = True
     # Not an approval but the model's question (``ask_user``): one button per option.
     question: Question | None = None
-    # A copy in an approver's DM: where the call was asked for (a link, or words).
-    origin: str | None = None
+    # A copy in an approver's DM: the conversation the call was asked for in.
+    origin: ConversationKey | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from agent_core.records import ApprovalRoute
 from agent_core.secrets import refers_to_secret
 
 Decision: TypeAlias = Literal["allow", "deny", "ask"]
@@ -56,8 +57,14 @@ class PolicyRule(BaseModel):
     self_approve: bool = True
     # False: "Allow in this conversation" is not offered; each call is decided on its own.
     always_allow: bool = True
-    # Minutes the approval waits before it expires (denied); unset: the setting's.
+    # Minutes the approval waits before it expires (denied) or is passed on to
+    # ``escalate_to``; unset: the setting's.
     timeout: float | None = Field(None, gt=0, le=7 * 24 * 60)
+    # Where the prompt shows: in the conversation ("here"), in the named approvers' DMs
+    # (the conversation sees "waiting for approval by ..."), or both.
+    route: Literal["here", "approvers", "both"] = "here"
+    # Who gets the prompt (in a DM) when nobody decided by its timeout: platform:user_id.
+    escalate_to: list[str] = Field(default_factory=list)
 
     @field_validator("approvers")
     @classmethod
@@ -71,6 +78,24 @@ class PolicyRule(BaseModel):
             if platform == "role" and rest not in ("admin", "member"):
                 raise ValueError(f"unknown role {rest!r}: use role:admin or role:member")
         return value
+
+    @field_validator("escalate_to")
+    @classmethod
+    def _people(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            platform, sep, rest = entry.partition(":")
+            if not sep or not rest or platform == "role":
+                raise ValueError(f"escalate_to names people (platform:user_id), not {entry!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _routed_to_someone(self) -> PolicyRule:
+        if self.route != "here" and not any(not a.startswith("role:") for a in self.approvers):
+            raise ValueError(
+                f'route = "{self.route}" sends the prompt to the approvers\' DMs: name them '
+                "in approvers (platform:user_id)"
+            )
+        return self
 
     @field_validator("args")
     @classmethod
@@ -204,6 +229,22 @@ class Permissions:
         matching it; None: the setting's)."""
         minutes = [rule.timeout for rule in self._rules if rule.timeout and rule.matches(call)]
         return timedelta(minutes=min(minutes)) if minutes else None
+
+    def route(self, call: ToolCall) -> ApprovalRoute:
+        """Where this call's prompt shows: "both" or "approvers" when a matching rule says
+        so (the first that does), else in the conversation."""
+        for rule in self._rules:
+            if rule.route != "here" and rule.matches(call):
+                return rule.route
+        return "here"
+
+    def escalate_to(self, call: ToolCall) -> tuple[str, ...]:
+        """Who gets this call's prompt when nobody decided in time (the matching rules')."""
+        found: list[str] = []
+        for rule in self._rules:
+            if rule.matches(call):
+                found.extend(person for person in rule.escalate_to if person not in found)
+        return tuple(found)
 
     def always_allow(self, call: ToolCall) -> bool:
         """Is "Allow in this conversation" offered for this call? No, when any matching

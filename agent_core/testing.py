@@ -154,6 +154,15 @@ class RecordingOutbound:
         """Record the session status."""
         self.sessions.append((state, title))
 
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """A DM named after the person: ``dm-USER`` on their platform."""
+        platform, _, bare = user.partition(":")
+        return ConversationKey(
+            platform=platform,  # type: ignore[arg-type]
+            workspace=workspace,
+            channel=f"dm-{bare}",
+        )
+
     def live(
         self,
         conversation: ConversationKey,

@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 import structlog
 from pydantic import JsonValue
 
-from agent_core import questions, tracing
+from agent_core import approval_routing, questions, tracing
 from agent_core.approval_text import SHOWN_LIMIT, fits
 from agent_core.delivery import Outbound
 from agent_core.errors import Suspended
@@ -214,6 +214,8 @@ class ToolRound:
                 self_approve=rules.self_approve(request),
                 # A trigger's turn: a grant would cover no one's calls but the presser's.
                 always_allow=rules.always_allow(request) and trigger_of(turn.user) is None,
+                route=rules.route(request),
+                escalate_to=rules.escalate_to(request),
             )
             approval = await self._store.request_approval(turn, seq, asked)
             self._faults.hit("after_approval_request")
@@ -341,7 +343,7 @@ class ToolRound:
             always_allow=approval.always_allow,
             question=questions.asked(approval.arguments) if approval.kind == "question" else None,
         )
-        receipt = await self._outbound.send(prompt)
+        receipt = await approval_routing.show(self._outbound, self._store, approval, prompt)
         self._faults.hit("after_prompt_send")
         waiting = await self._store.approval_prompt_sent(
             approval.id, turn_id=turn.id, receipt=receipt

@@ -40,8 +40,7 @@ def approval_content(prompt: ApprovalPrompt) -> str:
     """The prompt's words: what would run, with which arguments (in a code block); or the
     question."""
     if prompt.question is not None:
-        origin = f"\n*{prompt.origin}*" if prompt.origin else ""
-        return f"**{prompt.question.text}**{origin}"
+        return f"**{prompt.question.text}**"
     shown = for_prompt(prompt.arguments)
     arguments = shown.text.replace("```", "`\u200b``")
     warning = f"\n⚠ {shown.warning}" if shown.warning else ""
@@ -51,8 +50,12 @@ def approval_content(prompt: ApprovalPrompt) -> str:
             f"not have happened. (approval `{prompt.approval_id}`){warning}\n"
             f"```json\n{arguments}\n```"
         )
+    origin = ""
+    if prompt.origin is not None:
+        where = prompt.origin.thread or prompt.origin.channel
+        origin = f"\nAsked by <@{prompt.requested_by.removeprefix('discord:')}> in <#{where}>."
     return (
-        f"**Allow `{prompt.tool}`?** (approval `{prompt.approval_id}`){warning}\n"
+        f"**Allow `{prompt.tool}`?** (approval `{prompt.approval_id}`){warning}{origin}\n"
         f"```json\n{arguments}\n```"
     )
 

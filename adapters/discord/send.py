@@ -11,6 +11,7 @@ import structlog
 
 from adapters.chunking import DISCORD_LIMIT, split_message
 from adapters.discord.commands import INTERACTION_PREFIX
+from adapters.discord.parse import DM
 from adapters.discord.pending import Deferred, PendingInteractions
 from adapters.discord.render import (
     approval_content,
@@ -258,6 +259,17 @@ class DiscordSender:
         self, conversation: ConversationKey, state: TurnState, *, title: str, user: str
     ) -> None:
         """Nothing: no session status here (marks and the Stop button say it)."""
+
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """The DM channel with the person (``POST /users/@me/channels``, which returns
+        the one that exists)."""
+        bare = user.removeprefix("discord:")
+        if bare == user or not bare.isdigit():
+            return None
+        client = await self.client()
+        with _delivered():
+            channel = await client.http.start_private_message(int(bare))
+        return ConversationKey(platform="discord", workspace=DM, channel=str(channel["id"]))
 
     async def mark(
         self,

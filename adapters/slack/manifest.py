@@ -43,6 +43,7 @@ _WHY = {
     "reactions:write": "what a turn that takes a while is doing, on its message",
     "reactions:read": "thumbs up/down on the agent's replies, kept as feedback",
     "assistant:write": "the agent session of a thread: its status, title and Stop button",
+    "im:write": "approval prompts sent to approvers' DMs ([[policy]] route)",
 }
 
 

@@ -48,12 +48,14 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
     """The prompt as Block Kit: what would run, and the three buttons (approval id in
     each button's value)."""
     if prompt.question is not None:
-        return question_blocks(prompt.approval_id, prompt.question, origin=prompt.origin)
+        return question_blocks(prompt.approval_id, prompt.question)
     shown = for_prompt(prompt.arguments)
     warning = f"\n:warning: {escape_slack(shown.warning)}" if shown.warning else ""
     header = (
         f"*Allow `{escape_slack(prompt.tool)}`?* (asked by {_asker(prompt.requested_by)}){warning}"
     )
+    if prompt.origin is not None:
+        header += f"\nAsked in <#{prompt.origin.channel}>, for you to decide here."
     if prompt.recovery:
         header = (
             f"*Run `{escape_slack(prompt.tool)}` again?* chatgate restarted while it ran: it "
@@ -84,14 +86,10 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
     ]
 
 
-def question_blocks(
-    approval_id: str, question: Question, *, origin: str | None = None
-) -> list[dict[str, Any]]:
+def question_blocks(approval_id: str, question: Question) -> list[dict[str, Any]]:
     """An ``ask_user`` question as Block Kit: its words, and a button per option (and
     "Other"), each carrying the approval id and the option's index."""
     text = f"*{escape_slack(question.text)}*"
-    if origin:
-        text += f"\n_{escape_slack(origin)}_"
     buttons = [
         {
             "type": "button",

@@ -365,6 +365,18 @@ class SlackSender:
         """The thread's agent session status (``adapters.slack.session``)."""
         await agent_session.set_status(self, conversation, state, title=title, user=user)
 
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """The app's DM with the person (``conversations.open``, ``im:write``)."""
+        bare = user.removeprefix("slack:")
+        if bare == user or not bare:
+            return None
+        with delivered():
+            answer = await self.client.conversations_open(users=bare)
+        channel = answer.get("channel")
+        if not isinstance(channel, dict) or not channel.get("id"):
+            raise DeliveryError("slack: conversations.open returned no channel")
+        return ConversationKey(platform="slack", workspace=workspace, channel=str(channel["id"]))
+
     async def mark(
         self,
         conversation: ConversationKey,

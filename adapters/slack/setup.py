@@ -20,6 +20,7 @@ SLACK_SCOPES = (
     "reactions:write",
     "reactions:read",
     "assistant:write",
+    "im:write",
 )
 
 

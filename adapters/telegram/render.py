@@ -38,7 +38,7 @@ def approval_text(prompt: ApprovalPrompt) -> str:
     from html import escape
 
     if prompt.question is not None:
-        return f"<b>{escape(prompt.question.text)}</b>{_origin(prompt)}"
+        return f"<b>{escape(prompt.question.text)}</b>"
 
     shown = for_prompt(prompt.arguments)
     warning = f"\n⚠ {escape(shown.warning)}" if shown.warning else ""
@@ -50,7 +50,7 @@ def approval_text(prompt: ApprovalPrompt) -> str:
         )
     return (
         f"<b>Allow {escape(prompt.tool)}?</b> "
-        f"(approval <code>{escape(prompt.approval_id)}</code>){warning}\n"
+        f"(approval <code>{escape(prompt.approval_id)}</code>){warning}{_origin(prompt)}\n"
         f"<pre>{escape(shown.text)}</pre>"
     )
 
@@ -86,9 +86,13 @@ def question_keyboard(approval_id: str, question: Question) -> InlineKeyboardMar
 
 
 def _origin(prompt: ApprovalPrompt) -> str:
+    """A copy in an approver's private chat: who asked, and in which chat."""
     from html import escape
 
-    return f"\n<i>{escape(prompt.origin)}</i>" if prompt.origin else ""
+    if prompt.origin is None:
+        return ""
+    asked = f"Asked by {prompt.requested_by} in chat {prompt.origin.channel}"
+    return f"\n<i>{escape(asked)}</i>"
 
 
 def stop_keyboard(turn: str) -> InlineKeyboardMarkup | None:

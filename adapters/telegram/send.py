@@ -247,6 +247,14 @@ class TelegramSender:
     ) -> None:
         """Nothing: no session status here (marks and the Stop button say it)."""
 
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """A person's private chat with the bot has their user id as its chat id (it
+        takes messages once they have started the bot)."""
+        bare = user.removeprefix("telegram:")
+        if bare == user or not bare.isdigit():
+            return None
+        return ConversationKey(platform="telegram", workspace=workspace, channel=bare)
+
     async def mark(
         self,
         conversation: ConversationKey,

@@ -139,6 +139,10 @@ class WebSender:
     ) -> None:
         """Nothing: the web chat has no session status of its own."""
 
+    async def direct(self, user: str, *, workspace: str) -> ConversationKey | None:
+        """None: the web chat has one principal and no direct messages."""
+        return None
+
     def live(
         self,
         conversation: ConversationKey,

@@ -37,6 +37,7 @@ from agent_core.records import (
     TurnStatus,
     Usage,
 )
+from agent_core.storage import approval_routes as route_sql
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage import journal, ledger, message_changes, upkeep
 from agent_core.storage import leases as lease_sql
@@ -444,6 +445,25 @@ class Store(PeopleRows, FileRows, FeedbackRows, HomeRows, ScheduleRows, JobRows,
     async def approval_for_step(self, turn_id: int, seq: int) -> ApprovalRecord | None:
         """The approval a turn asked for at a journal step, if any."""
         return await self.database.read(approval_sql.for_step, turn_id, seq)
+
+    async def add_approval_copy(
+        self, approval_id: str, where: ConversationKey, *, message_id: str, sent_to: str
+    ) -> None:
+        """A copy of the prompt was sent to ``sent_to``'s DM (a decision edits it too)."""
+        await self.database.write(
+            route_sql.add_copy, approval_id, where, message_id=message_id, sent_to=sent_to
+        )
+
+    async def approval_copies(self, approval_id: str) -> list[tuple[ConversationKey, str]]:
+        """The prompt's copies outside its conversation: where, and the message."""
+        return await self.database.read(route_sql.copies, approval_id)
+
+    async def escalate_approval(
+        self, approval_id: str, *, until: datetime
+    ) -> ApprovalRecord | None:
+        """Pass a pending approval on to its ``escalate_to`` (once), waiting ``until``;
+        None when it is decided or has nobody to pass it on to."""
+        return await self.database.write(route_sql.escalate, approval_id, until=until)
 
     async def due_approvals(self) -> list[str]:
         """Pending approvals whose time is up."""

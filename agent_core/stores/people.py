@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from agent_core.events import ConversationKey
 from agent_core.records import (
     ApprovalRecord,
     ApprovalRequest,
@@ -56,6 +57,23 @@ class ApprovalStore(Protocol):
 
     async def approval_for_step(self, turn_id: int, seq: int) -> ApprovalRecord | None:
         """The approval a turn asked for at a journal step, if any."""
+        ...
+
+    async def add_approval_copy(
+        self, approval_id: str, where: ConversationKey, *, message_id: str, sent_to: str
+    ) -> None:
+        """A copy of the prompt was sent to ``sent_to``'s DM (a decision edits it too)."""
+        ...
+
+    async def approval_copies(self, approval_id: str) -> list[tuple[ConversationKey, str]]:
+        """The prompt's copies outside its conversation: where, and the message."""
+        ...
+
+    async def escalate_approval(
+        self, approval_id: str, *, until: datetime
+    ) -> ApprovalRecord | None:
+        """Pass a pending approval on to its ``escalate_to`` (once), waiting ``until``;
+        None when it is decided or has nobody to pass it on to."""
         ...
 
     async def due_approvals(self) -> list[str]:

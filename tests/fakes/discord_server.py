@@ -88,6 +88,8 @@ class FakeDiscord(LoopbackServer):
         self._socket: web.WebSocketResponse | None = None
         self._seq = itertools.count(2)
         self.last_press: dict[str, Any] | None = None
+        # The DM channel with each person the bot opened one with (POST users/@me/channels).
+        self.dm_channels: dict[str, str] = {}
         # While set, the gateway endpoint answers 503 (Discord having trouble).
         self.refuse_gateway = False
         # Messages sent while no client was connected (a lower bound of those no session
@@ -270,9 +272,12 @@ class FakeDiscord(LoopbackServer):
         self.dispatch("MESSAGE_REACTION_ADD" if added else "MESSAGE_REACTION_REMOVE", data)
 
     def press(self, message: dict[str, Any], custom_id: str, *, presser: str) -> str:
-        """Push an INTERACTION_CREATE for a button on ``message``; return its id."""
+        """Push an INTERACTION_CREATE for a button on ``message`` (in a DM when it was
+        posted in one of ``dm_channels``); return its id."""
         interaction_id = self.next_id()
         channel = message["channel_id"]
+        if channel in self.dm_channels.values():
+            return self._press_in_dm(message, custom_id, presser, interaction_id)
         data: dict[str, Any] = {
             "id": interaction_id,
             "application_id": APP_ID,
@@ -294,6 +299,25 @@ class FakeDiscord(LoopbackServer):
             "entitlements": [],
             "authorizing_integration_owners": {"0": GUILD},
             "context": 0,
+            "attachment_size_limit": 10485760,
+        }  # fmt: skip
+        self._tokens[data["token"]] = {"channel": channel, "message": message["id"], "type": 3}
+        self.dispatch("INTERACTION_CREATE", data)
+        self.last_press = data
+        return interaction_id
+
+    def _press_in_dm(
+        self, message: dict[str, Any], custom_id: str, presser: str, interaction_id: str
+    ) -> str:
+        channel = message["channel_id"]
+        data: dict[str, Any] = {
+            "id": interaction_id, "application_id": APP_ID, "type": 3,
+            "token": f"itok-{interaction_id}", "version": 1, "channel_id": channel,
+            "channel": {"id": channel, "type": 1, "recipients": [user(presser)]},
+            "user": user(presser), "message": message,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "app_permissions": "0", "locale": "en-US", "entitlements": [],
+            "authorizing_integration_owners": {"0": GUILD}, "context": 1,
             "attachment_size_limit": 10485760,
         }  # fmt: skip
         self._tokens[data["token"]] = {"channel": channel, "message": message["id"], "type": 3}
@@ -511,6 +535,13 @@ class FakeDiscord(LoopbackServer):
             return _json(BOT_USER)
         if route == "GET oauth2/applications/@me":
             return _json(self._application())
+        if route == "POST users/@me/channels":
+            recipient = str((body or {}).get("recipient_id") or "")
+            if not recipient.isdigit():
+                return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+            channel = self.dm_channels.setdefault(recipient, self.next_id())
+            return _json({"id": channel, "type": 1, "last_message_id": None, "flags": 0,
+                          "recipients": [user(recipient)]})  # fmt: skip
         if request.method == "POST" and len(parts) == 3 and parts[0] == "channels":
             if parts[2] == "typing":
                 return web.Response(status=204)

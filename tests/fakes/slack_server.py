@@ -63,7 +63,7 @@ class FakeSlack(LoopbackServer):
         # What auth.test reports in X-OAuth-Scopes.
         self.scopes = (
             "app_mentions:read,chat:write,commands,im:history,channels:history,groups:history,"
-            "files:read,files:write,reactions:write,reactions:read,assistant:write"
+            "files:read,files:write,reactions:write,reactions:read,assistant:write,im:write"
         )
         # Socket Mode: envelopes to push to the connected client, and its acks.
         self.acks: list[dict[str, Any]] = []
@@ -315,6 +315,15 @@ class FakeSlack(LoopbackServer):
             return web.json_response(self._stream(method, arguments))
         if method == "agents.sessions.setStatus":
             return web.json_response(self._session(arguments))
+        if method == "conversations.open":
+            if "im:write" not in self.scopes.split(","):
+                return web.json_response(
+                    {"ok": False, "error": "missing_scope", "needed": "im:write"}
+                )
+            users = str(arguments.get("users") or "")
+            if not users or "," in users:
+                return web.json_response({"ok": False, "error": "users_not_found"})
+            return web.json_response({"ok": True, "channel": {"id": f"D{users}"}})
         if method in ("conversations.replies", "conversations.history"):
             if "channels:history" not in self.scopes.split(","):
                 return web.json_response(

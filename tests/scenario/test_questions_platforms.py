@@ -22,13 +22,13 @@ from tests.fakes.gateway import GatewayProcess, http
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_server import TEAM, FakeSlack, posted_ts, signed_headers
 from tests.fakes.telegram_server import FakeTelegram
+from tests.scenario.test_approvals_api import tool_call
 from tests.scenario.test_discord import ALICE as DISCORD_ALICE
 from tests.scenario.test_discord import MALLORY as DISCORD_MALLORY
 from tests.scenario.test_discord import _followups, _wait_created
 from tests.scenario.test_slack import CHANNEL, _mention, _post_event
 from tests.scenario.test_telegram import ALICE, MALLORY, _callback, _post, _text
 from tests.scenario.test_telegram import _gateway as telegram_gateway
-from tests.scenario.test_approvals_api import tool_call
 
 pytestmark = pytest.mark.any_database
 
