@@ -448,9 +448,10 @@ def approvals_page(
         conversations, conversations.c.id == approvals.c.conversation_id
     )
     if pending:
-        statement = statement.where(approvals.c.status == "pending").order_by(
-            approvals.c.created_at, approvals.c.id
-        )
+        # A question is answered by the person asked, not decided by an operator.
+        statement = statement.where(
+            approvals.c.status == "pending", approvals.c.kind != "question"
+        ).order_by(approvals.c.created_at, approvals.c.id)
     else:
         statement = statement.where(approvals.c.status != "pending")
         if before:

@@ -125,6 +125,7 @@ def export(conn: Connection, user: str, *, now: datetime) -> Json:
                 "arguments": row.arguments,
                 "status": row.status,
                 "decided_by": row.decided_by,
+                "answer": row.answer,
                 "created_at": _iso(row.created_at),
             }
             for row in conn.execute(
@@ -381,13 +382,19 @@ def forget(conn: Connection, user: str, *, actor: str, now: datetime) -> tuple[J
     conn.execute(
         update(approvals)
         .where(approvals.c.requested_by == user)
-        .values(arguments={"removed": "erased"})
+        .values(arguments={"removed": "erased"}, answer=None)
+    )
+    # What they answered someone else's question (a trigger's turn asks its members).
+    conn.execute(
+        update(approvals)
+        .where(approvals.c.decided_by == user, approvals.c.answer.is_not(None))
+        .values(answer="(erased)")
     )
     for chunk in _chunks(turn_ids):
         conn.execute(
             update(approvals)
             .where(approvals.c.turn_id.in_(chunk))
-            .values(arguments={"removed": "erased"})
+            .values(arguments={"removed": "erased"}, answer=None)
         )
     # A summary of a conversation they spoke in holds their words: it is made again from
     # what is left.
@@ -491,7 +498,7 @@ def expire_turns(conn: Connection, turn_ids: Sequence[int]) -> int:
     conn.execute(
         update(approvals)
         .where(approvals.c.turn_id.in_(turn_ids), approvals.c.status != "pending")
-        .values(arguments={"removed": "retention"})
+        .values(arguments={"removed": "retention"}, answer=None)
     )
     conn.execute(
         update(feedback)

@@ -64,7 +64,12 @@ def pending(conn: Connection, *, now: datetime, limit: int) -> list[ApprovalReco
             null().label("prompt_message_id"),  # not shown: the page has its own buttons
         )
         .join(conversations, conversations.c.id == approvals.c.conversation_id)
-        .where(approvals.c.status == "pending", approvals.c.expires_at > now)
+        .where(
+            approvals.c.status == "pending",
+            approvals.c.expires_at > now,
+            # A question is answered where it was asked, by the person asked.
+            approvals.c.kind != "question",
+        )
         .order_by(approvals.c.created_at.desc(), approvals.c.id)
         .limit(limit)
     ).all()
