@@ -12,6 +12,7 @@ from typing import Any
 from tests.fakes.model_server import FakeModelServer
 from tests.scenario.conftest import ClientFactory
 from tests.scenario.test_approvals_api import _items, _post, _until, tool_call
+from tests.scenario.test_forget import _turn_ends, columns_holding
 
 ASK = {"question": "Which environment?", "options": ["staging", "production"]}
 
@@ -128,3 +129,53 @@ async def test_a_question_nobody_answers_tells_the_model_so(
     )
     assert question["approval"]["status"] == "expired"
     assert len(model_server.requests) == 2
+
+
+async def test_stop_cancels_a_question_and_repeated_options_go_back_to_the_model(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """Options that repeat are not put to anyone: the model is told and may ask again;
+    ``/stop`` while a question waits cancels it, and the turn ends with no more calls."""
+    model_server.script(
+        tool_call("ask_user", {"question": "Which?", "options": ["a", " a"]}),
+        tool_call("ask_user", ASK),
+        "never sent",
+    )
+    client = await make_client(model_server, CHATGATE_STATE_DIR=str(tmp_path / "state"))
+    accepted = await _post(client, "deploy it")
+    items = await _until(client, accepted["conversation_id"], "approval")
+    assert json.loads(model_server.requests[1]["messages"][-1]["content"]) == {
+        "status": "invalid_arguments",
+        "error": "options: two options are the same",
+    }
+    question = next(i for i in items if i["role"] == "approval")["approval"]
+    assert question["options"] == ["staging", "production"]
+    await _post(client, "/stop")
+    items = await _until(client, accepted["conversation_id"], "system", count=2)
+    question = next(i for i in items if i["role"] == "approval")["approval"]
+    assert (question["status"], question["decided_by"]) == ("cancelled", "web:local")
+    press = await client.post(f"/api/questions/{question['id']}", json={"choice": 0})
+    assert press.status == 409
+    turn = await _turn_ends(client, accepted["turn_id"], status="failed")
+    assert turn["stopped_by"] == "web:local"
+    assert len(model_server.requests) == 2
+
+
+async def test_forgetting_a_person_erases_the_answer_they_typed(
+    make_client: ClientFactory, model_server: FakeModelServer, tmp_path: Path, database_url: str
+) -> None:
+    """A typed answer is the person's words: erasing them leaves it nowhere."""
+    model_server.script(tool_call("ask_user", ASK | {"allow_other": True}), "Noted.")
+    client = await make_client(model_server, CHATGATE_STATE_DIR=str(tmp_path / "state"))
+    accepted = await _post(client, "deploy it")
+    items = await _until(client, accepted["conversation_id"], "approval")
+    question = next(i for i in items if i["role"] == "approval")["approval"]
+    await client.post(f"/api/questions/{question['id']}", json={"choice": "other"})
+    await _post(client, "the zanzibar cluster")
+    await _until(client, accepted["conversation_id"], "assistant")
+    assert "approvals.answer" in columns_holding(database_url, "zanzibar")
+    erased = await client.post(
+        "/api/console/forget", json={"user": "web:local", "confirm": "web:local"}
+    )
+    assert erased.status == 200, await erased.text()
+    assert columns_holding(database_url, "zanzibar") == []

@@ -162,3 +162,42 @@ def test_always_allow_false_takes_the_conversation_grant_off_the_prompt() -> Non
     rules = Permissions([PolicyRule(tool="run_command", decision="ask", always_allow=False)])
     assert not rules.always_allow(ToolCall(name="run_command", arguments={"command": "ls"}))
     assert rules.always_allow(ToolCall(name="http_request", arguments={"method": "POST"}))
+
+
+def test_route_and_escalate_to_come_from_the_matching_rules() -> None:
+    """The first matching rule that routes decides where the prompt shows; everyone the
+    matching rules name in ``escalate_to`` gets it when its time is up."""
+    permissions = Permissions(
+        [
+            PolicyRule(
+                tool="run_command",
+                args={"command": "deploy .*"},
+                decision="ask",
+                approvers=["slack:U0LEAD"],
+                route="approvers",
+                escalate_to=["slack:U0HEAD"],
+            ),
+            PolicyRule(tool="run_command", decision="ask", escalate_to=["slack:U0OPS"]),
+        ]
+    )
+    deploy = ToolCall(name="run_command", arguments={"command": "deploy web"})
+    other = ToolCall(name="run_command", arguments={"command": "ls"})
+    assert permissions.route(deploy) == "approvers"
+    assert permissions.route(other) == "here"
+    assert permissions.escalate_to(deploy) == ("slack:U0HEAD", "slack:U0OPS")
+    assert permissions.escalate_to(other) == ("slack:U0OPS",)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"route": "approvers", "approvers": ["role:admin"]},
+        {"route": "both"},
+        {"route": "everywhere", "approvers": ["slack:U1"]},
+        {"escalate_to": ["role:admin"]},
+        {"escalate_to": ["U0NOPLATFORM"]},
+    ],
+)
+def test_a_route_that_reaches_nobody_is_a_configuration_error(rule: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        PolicyRule.model_validate({"tool": "run_command", "decision": "ask", **rule})

@@ -299,3 +299,21 @@ def test_a_removal_names_no_author_and_still_counts() -> None:
     assert reaction.added is False
     with pytest.raises(BadRequest):
         parse_reaction({"emoji": {"name": "👍"}}, added=True, bot_id=BOT)
+
+
+def test_a_questions_buttons_are_presses_naming_the_question_and_option() -> None:
+    """``ask_user``'s buttons: ``cg:q:answer:APPROVAL_INDEX`` and ``cg:q:other:APPROVAL``
+    fit the custom_id template, and a press names the question and the option."""
+    for target, action, expected in (
+        ("ap_0123456789ab_1", "answer", "1"),
+        ("ap_0123456789ab", "other", "ap_0123456789ab"),
+    ):
+        data = _data("interaction_create_button")
+        data["data"]["custom_id"] = custom_id("q", action, target)
+        press = parse_interaction(data)
+        assert press is not None
+        assert (press.approval_id, press.action, press.value) == (
+            "ap_0123456789ab",
+            action,
+            expected,
+        )

@@ -350,3 +350,26 @@ def test_a_removed_reaction_takes_the_rating_off() -> None:
     assert (reaction.rating, reaction.added) == ("down", False)
     with pytest.raises(BadRequest):
         parse_reaction({"type": "event_callback", "event": envelope["event"]}, bot_user=BOT)
+
+
+def test_a_questions_buttons_are_presses_naming_the_question_and_option() -> None:
+    """``ask_user`` as Block Kit: a button per option and "Other…", within Slack's limits
+    (75 characters a label, unique action ids in the block); a press names the question
+    and the option's index."""
+    from adapters.slack.render import question_blocks
+    from agent_core.events import Question
+
+    asked = Question(text="Which env, <@U0BOSS>?", options=("staging", "p" * 75), allow_other=True)
+    section, actions = question_blocks("ap_1a2b3c4d5e6f", asked)
+    assert section["text"]["text"] == "*Which env, &lt;@U0BOSS&gt;?*"  # no mention forged
+    ids = [b["action_id"] for b in actions["elements"]]
+    assert ids == ["chatgate_answer:0", "chatgate_answer:1", "chatgate_other"]
+    assert all(len(b["text"]["text"]) <= 75 for b in actions["elements"])
+    for button, expected in zip(
+        actions["elements"], (("answer", "0"), ("answer", "1"), ("other", "")), strict=True
+    ):
+        payload = _load("block_actions")
+        payload["actions"][0] |= {"action_id": button["action_id"], "value": button["value"]}
+        press = parse_action(payload)
+        assert press is not None
+        assert (press.approval_id, press.action, press.value) == ("ap_1a2b3c4d5e6f", *expected)

@@ -308,3 +308,27 @@ def test_an_anonymous_or_bot_reaction_rates_nothing_and_a_broken_one_is_refused(
     del update["message_reaction"]["message_id"]
     with pytest.raises(BadRequest):
         parse_update(update, bot=BOT)
+
+
+def test_a_questions_keyboard_and_its_presses_round_trip_within_64_bytes() -> None:
+    """``ask_user``: a button per option (two to a row) and "Other…" alone; each press
+    names the question and the option's index."""
+    from adapters.telegram.render import question_keyboard
+    from agent_core.events import Question
+
+    asked = Question(text="Which?", options=("staging", "production", "canary"), allow_other=True)
+    keyboard = question_keyboard("ap_0123456789ab", asked).to_dict()["inline_keyboard"]
+    assert [[b["text"] for b in row] for row in keyboard] == [
+        ["staging", "production"],
+        ["canary"],
+        ["Other…"],
+    ]
+    for row, expected in ((0, ("answer", "0")), (1, ("answer", "2")), (2, ("other", ""))):
+        data = keyboard[row][0]["callback_data"]
+        assert len(data.encode()) <= 64
+        update = _load("callback_query")
+        update["callback_query"]["data"] = data
+        press = parse_update(update, bot=BOT)
+        assert isinstance(press, ButtonPress)
+        assert (press.approval_id, press.action) == ("ap_0123456789ab", expected[0])
+        assert press.value == expected[1]
