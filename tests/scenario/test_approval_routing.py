@@ -8,21 +8,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 
 from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.gateway import CHATGATE, GatewayProcess, http
+from tests.fakes.gateway import CHATGATE
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.slack_server import TEAM, FakeSlack, posted_ts, signed_headers
+from tests.fakes.slack_server import FakeSlack, posted_ts
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tests.scenario.test_approvals_api import tool_call
 from tests.scenario.test_discord import ALICE as DISCORD_ALICE
 from tests.scenario.test_discord import _wait_created
-from tests.scenario.test_slack import CHANNEL, _mention, _post_event
+from tests.scenario.test_questions_platforms import platform_gateway
+from tests.scenario.test_slack import CHANNEL, _mention, _post_event, _press
 from tests.scenario.test_telegram import ALICE, GROUP, _callback, _post, _text
 from tests.scenario.test_telegram import _gateway as telegram_gateway
 
@@ -37,38 +36,6 @@ def _policy(tmp_path: Path, rule: str) -> str:
     return str(path)
 
 
-def _slack_press(
-    gateway: GatewayProcess, *, user: str, channel: str, ts: str, value: str, thread: str | None
-) -> int:
-    container: dict[str, Any] = {"type": "message", "message_ts": ts, "channel_id": channel}
-    message: dict[str, Any] = {"type": "message", "ts": ts}
-    if thread is not None:
-        container["thread_ts"] = message["thread_ts"] = thread
-    payload = {
-        "type": "block_actions",
-        "team": {"id": TEAM, "domain": "test"},
-        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
-        "api_app_id": "A0CHATGATE",
-        "container": container,
-        "trigger_id": "1.2.3",
-        "channel": {"id": channel, "name": "directmessage"},
-        "message": message,
-        "response_url": "http://127.0.0.1:9/unused",
-        "actions": [
-            {
-                "action_id": "chatgate_approve",
-                "block_id": f"approval:{value}",
-                "value": value,
-                "type": "button",
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-    body = urlencode({"payload": json.dumps(payload)})
-    headers = {"Content-Type": "application/x-www-form-urlencoded", **signed_headers(body)}
-    return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)[0]
-
-
 def test_slack_route_approvers_asks_in_the_approvers_dm_and_the_turn_finishes_here(
     database_url: str, model_server: FakeModelServer, tmp_path: Path
 ) -> None:
@@ -81,15 +48,8 @@ def test_slack_route_approvers_asks_in_the_approvers_dm_and_the_turn_finishes_he
     )
     model_server.script(tool_call("run_command", COMMAND), "Ran it.")
     with FakeSlack() as slack:
-        gateway = GatewayProcess(
-            database_url=database_url,
-            workdir=tmp_path,
-            CHATGATE_ACCESS="open",
-            CHATGATE_STATE_DIR=str(tmp_path / "state"),
-            CHATGATE_STREAM_REPLIES="false",
-            CHATGATE_CONFIG=config,
-            **slack.settings(),
-            **model_server.settings(),
+        gateway = platform_gateway(
+            database_url, model_server, tmp_path, slack.settings(), CHATGATE_CONFIG=config
         )
         gateway.start()
         try:
@@ -107,12 +67,12 @@ def test_slack_route_approvers_asks_in_the_approvers_dm_and_the_turn_finishes_he
             assert note["text"].startswith("Waiting for approval of run_command by slack:U0BOB")
             assert "blocks" not in note or not note["blocks"]
             assert len(model_server.requests) == 1
-            status = _slack_press(
+            status = _press(
                 gateway,
+                approval_id,
                 user="U0BOB",
+                message_ts=posted_ts(1),
                 channel="DU0BOB",
-                ts=posted_ts(1),
-                value=approval_id,
                 thread=None,
             )
             assert status == 200
@@ -187,15 +147,8 @@ def test_discord_route_both_shows_the_prompt_here_and_in_the_approvers_dm(
     config = _policy(tmp_path, f'approvers = ["discord:{bob}"]\nroute = "both"\n')
     model_server.script(tool_call("run_command", COMMAND), "Ran it.")
     with FakeDiscord() as discord:
-        gateway = GatewayProcess(
-            database_url=database_url,
-            workdir=tmp_path,
-            CHATGATE_ACCESS="open",
-            CHATGATE_STATE_DIR=str(tmp_path / "state"),
-            CHATGATE_STREAM_REPLIES="false",
-            CHATGATE_CONFIG=config,
-            **discord.settings(),
-            **model_server.settings(),
+        gateway = platform_gateway(
+            database_url, model_server, tmp_path, discord.settings(), CHATGATE_CONFIG=config
         )
         gateway.start()
         discord.wait_connected()

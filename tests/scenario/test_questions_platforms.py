@@ -12,21 +12,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 
 from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.gateway import GatewayProcess, http
+from tests.fakes.gateway import GatewayProcess
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.slack_server import TEAM, FakeSlack, posted_ts, signed_headers
+from tests.fakes.slack_server import FakeSlack, posted_ts
 from tests.fakes.telegram_server import FakeTelegram
 from tests.scenario.test_approvals_api import tool_call
 from tests.scenario.test_discord import ALICE as DISCORD_ALICE
 from tests.scenario.test_discord import MALLORY as DISCORD_MALLORY
 from tests.scenario.test_discord import _followups, _wait_created
-from tests.scenario.test_slack import CHANNEL, _mention, _post_event
+from tests.scenario.test_slack import _mention, _post_event, _press
 from tests.scenario.test_telegram import ALICE, MALLORY, _callback, _post, _text
 from tests.scenario.test_telegram import _gateway as telegram_gateway
 
@@ -65,6 +64,27 @@ def _waits(gateway: GatewayProcess, count: int = 1) -> None:
     while gateway.log.count("turn waiting for a decision") < count:
         assert time.monotonic() < deadline, gateway.log[-3000:]
         time.sleep(0.05)
+
+
+def platform_gateway(
+    database_url: str,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    platform: dict[str, str],
+    **settings: str,
+) -> GatewayProcess:
+    """A gateway open to everyone, posting replies whole, on a fake platform (its
+    ``settings()``)."""
+    return GatewayProcess(
+        database_url=database_url,
+        workdir=tmp_path,
+        CHATGATE_ACCESS="open",
+        CHATGATE_STATE_DIR=str(tmp_path / "state"),
+        CHATGATE_STREAM_REPLIES="false",
+        **platform,
+        **model_server.settings(),
+        **settings,
+    )
 
 
 def _until(condition: Callable[[], bool], timeout: float = 20) -> None:
@@ -134,36 +154,9 @@ THREAD = "1700000100.000100"
 def _slack_press(
     gateway: GatewayProcess, button: dict[str, Any], *, user: str, message_ts: str
 ) -> int:
-    payload = {
-        "type": "block_actions",
-        "team": {"id": TEAM, "domain": "test"},
-        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
-        "api_app_id": "A0CHATGATE",
-        "container": {
-            "type": "message",
-            "message_ts": message_ts,
-            "channel_id": CHANNEL,
-            "is_ephemeral": False,
-            "thread_ts": THREAD,
-        },
-        "trigger_id": "1.2.3",
-        "channel": {"id": CHANNEL, "name": "general"},
-        "message": {"type": "message", "ts": message_ts, "thread_ts": THREAD},
-        "response_url": "http://127.0.0.1:9/unused",
-        "actions": [
-            {
-                "action_id": button["action_id"],
-                "block_id": "question",
-                "text": button["text"],
-                "value": button["value"],
-                "type": "button",
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-    body = urlencode({"payload": json.dumps(payload)})
-    headers = {"Content-Type": "application/x-www-form-urlencoded", **signed_headers(body)}
-    return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)[0]
+    return _press(
+        gateway, button["value"], user=user, message_ts=message_ts, action_id=button["action_id"]
+    )
 
 
 def _buttons(post: dict[str, Any]) -> list[dict[str, Any]]:
@@ -177,15 +170,7 @@ def test_slack_asks_with_block_kit_buttons(
 ) -> None:
     _script(model_server)
     with FakeSlack() as slack:
-        gateway = GatewayProcess(
-            database_url=database_url,
-            workdir=tmp_path,
-            CHATGATE_ACCESS="open",
-            CHATGATE_STATE_DIR=str(tmp_path / "state"),
-            CHATGATE_STREAM_REPLIES="false",
-            **slack.settings(),
-            **model_server.settings(),
-        )
+        gateway = platform_gateway(database_url, model_server, tmp_path, slack.settings())
         gateway.start()
         try:
             assert _post_event(gateway, _mention("deploy it", ts=THREAD))[0] == 200
@@ -240,15 +225,7 @@ def test_discord_asks_with_message_components(
 ) -> None:
     _script(model_server)
     with FakeDiscord() as discord:
-        gateway = GatewayProcess(
-            database_url=database_url,
-            workdir=tmp_path,
-            CHATGATE_ACCESS="open",
-            CHATGATE_STATE_DIR=str(tmp_path / "state"),
-            CHATGATE_STREAM_REPLIES="false",
-            **discord.settings(),
-            **model_server.settings(),
-        )
+        gateway = platform_gateway(database_url, model_server, tmp_path, discord.settings())
         gateway.start()
         discord.wait_connected()
         try:

@@ -88,28 +88,41 @@ def _post_event(
     return http("POST", f"{gateway.url}/slack/events", raw=body.encode(), headers=headers)
 
 
-def _press(gateway: GatewayProcess, approval_id: str, *, user: str, message_ts: str) -> int:
+def _press(
+    gateway: GatewayProcess,
+    approval_id: str,
+    *,
+    user: str,
+    message_ts: str,
+    action_id: str = "chatgate_approve",
+    channel: str = CHANNEL,
+    thread: str | None = "1700000100.000100",
+) -> int:
+    """A press of one of our buttons (Approve by default; ``approval_id`` is its value)
+    on the message ``message_ts`` in ``channel`` (in ``thread``, if any)."""
+    container: dict[str, Any] = {
+        "type": "message",
+        "message_ts": message_ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    message: dict[str, Any] = {"type": "message", "ts": message_ts}
+    if thread is not None:
+        container["thread_ts"] = message["thread_ts"] = thread
     payload = {
         "type": "block_actions",
         "team": {"id": TEAM, "domain": "test"},
         "user": {"id": user, "username": user.lower(), "team_id": TEAM},
         "api_app_id": "A0CHATGATE",
-        "container": {
-            "type": "message",
-            "message_ts": message_ts,
-            "channel_id": CHANNEL,
-            "is_ephemeral": False,
-            "thread_ts": "1700000100.000100",
-        },
+        "container": container,
         "trigger_id": "1.2.3",
-        "channel": {"id": CHANNEL, "name": "general"},
-        "message": {"type": "message", "ts": message_ts, "thread_ts": "1700000100.000100"},
+        "channel": {"id": channel, "name": "general"},
+        "message": message,
         "response_url": "http://127.0.0.1:9/unused",
         "actions": [
             {
-                "action_id": "chatgate_approve",
+                "action_id": action_id,
                 "block_id": f"approval:{approval_id}",
-                "text": {"type": "plain_text", "text": "Approve"},
                 "value": approval_id,
                 "type": "button",
                 "action_ts": f"{time.time():.6f}",

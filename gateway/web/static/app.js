@@ -93,41 +93,23 @@ function questionCard(li, approval) {
   for (const [choice, label] of choices) {
     const button = document.createElement("button");
     button.textContent = label;
-    button.onclick = () => answerQuestion(li, approval, choice);
+    button.onclick = () => pressCard(li, `/api/questions/${approval.id}`, { choice });
     actions.appendChild(button);
   }
   li.append(title, actions);
   showDecision(li, approval);
 }
 
-async function answerQuestion(card, approval, choice) {
-  for (const button of card.querySelectorAll("button")) button.disabled = true;
-  try {
-    const response = await fetch(`/api/questions/${approval.id}`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ choice }),
-    });
-    const body = await response.json().catch(() => ({}));
-    if (response.ok) showDecision(card, body);
-    else if (response.status === 409 && body.approval) showDecision(card, body.approval);
-    else {
-      setStatus(body.error || response.statusText);
-      for (const button of card.querySelectorAll("button")) button.disabled = false;
-    }
-  } catch (error) {
-    setStatus(error.message);
-    for (const button of card.querySelectorAll("button")) button.disabled = false;
-  }
-}
 
-async function decideApproval(card, approval, decision) {
+// A press on an approval's card (``/api/approvals``) or a question's (``/api/questions``):
+// the card shows the outcome, or the buttons come back with the reason.
+async function pressCard(card, url, payload) {
   for (const button of card.querySelectorAll("button")) button.disabled = true;
   try {
-    const response = await fetch(`/api/approvals/${approval.id}`, {
+    const response = await fetch(url, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ decision }),
+      body: JSON.stringify(payload),
     });
     const body = await response.json().catch(() => ({}));
     if (response.ok) showDecision(card, body);
@@ -163,7 +145,7 @@ function approvalCard(li, approval) {
   for (const [decision, label] of offered) {
     const button = document.createElement("button");
     button.textContent = label;
-    button.onclick = () => decideApproval(li, approval, decision);
+    button.onclick = () => pressCard(li, `/api/approvals/${approval.id}`, { decision });
     actions.appendChild(button);
   }
   li.append(title, warning, args, actions);
