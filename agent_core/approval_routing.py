@@ -19,7 +19,6 @@ import dataclasses
 import structlog
 
 from agent_core.delivery import Outbound
-from agent_core.errors import DeliveryError
 from agent_core.events import ApprovalPrompt, Edit, MessageRef, Reply, utcnow
 from agent_core.records import ApprovalRecord
 from agent_core.stores import ApprovalStore
@@ -92,8 +91,15 @@ async def send_copies(
                 always_allow=False,
             )
             receipt = await outbound.send(copy)
-        except DeliveryError as exc:
-            log.warning("approval prompt not sent to a DM", approval_id=approval.id, error=str(exc))
+        except Exception as exc:
+            # One approver not reached is not the prompt lost: the others, or the
+            # conversation, still show it.
+            log.warning(
+                "approval prompt not sent to a DM",
+                approval_id=approval.id,
+                to=person,
+                error=f"{type(exc).__name__}: {exc}",
+            )
             continue
         await store.add_approval_copy(approval.id, where, message_id=receipt, sent_to=person)
         reached.append(person)
@@ -144,7 +150,7 @@ async def pass_on(
                 idempotency_key=f"{approval.id}:escalated:note",
             )
         )
-    except DeliveryError:
+    except Exception:
         log.warning("escalation note not sent", approval_id=approval.id)
     log.info("approval passed on", approval_id=approval.id, to=reached)
     return passed

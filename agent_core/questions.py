@@ -23,7 +23,6 @@ from agent_core.records import ApprovalRecord
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext
 from agent_core.triggers import trigger_of
 
-ASK_USER = "ask_user"
 # Buttons a question may carry besides "Other": what every platform lays out readably
 # (a Discord row holds 5, Telegram's keyboard rows of two or three).
 MAX_OPTIONS = 8
