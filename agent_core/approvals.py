@@ -107,7 +107,10 @@ class Approvals:
             if marked is None:
                 raise AlreadyDecided(approval_id)
             await self._edit_prompt(
-                marked, f"{asked.text}\n{user}: type your answer as your next message here."
+                marked,
+                questions.shown_with(
+                    asked.text, f"{user}: type your answer as your next message here."
+                ),
             )
             return marked
         option = questions.chosen(question, choice)
@@ -130,7 +133,9 @@ class Approvals:
     async def show_answer(self, question: ApprovalRecord) -> None:
         """Edit an answered question's prompt to say who answered what."""
         asked = questions.asked(question.arguments)
-        await self._edit_prompt(question, f"{asked.text}\n{questions.answered_note(question)}")
+        await self._edit_prompt(
+            question, questions.shown_with(asked.text, questions.answered_note(question))
+        )
 
     def named(self, approval: ApprovalRecord, user: str) -> bool:
         """Whether ``user`` is one of the approval's own deciders: its requester, an admin,
@@ -250,8 +255,8 @@ def _note(approval: ApprovalRecord, status: ApprovalStatus, user: str) -> str:
     if approval.kind == "question":
         asked = questions.asked(approval.arguments).text
         if status == "expired":
-            return f"{asked}\nNobody answered in time."
-        return f"{asked}\nThe question was cancelled."
+            return questions.shown_with(asked, "Nobody answered in time.")
+        return questions.shown_with(asked, "The question was cancelled.")
     if status == "expired":
         return f"The approval for {approval.tool} expired: nobody decided in time."
     if status == "cancelled":

@@ -29,6 +29,8 @@ MAX_OPTIONS = 8
 # A button's label: Slack cuts at 75 characters, Discord at 80.
 MAX_OPTION_CHARS = 75
 OTHER = "other"
+# How much of the question a decided prompt repeats above what happened to it.
+QUESTION_SHOWN = 200
 
 
 def asked(arguments: JsonValue) -> Question:
@@ -51,9 +53,11 @@ def askee(user: str) -> tuple[str, ...]:
 def chosen(approval: ApprovalRecord, choice: str | None) -> str | None:
     """The option a press means (its index as text), or None when it names none."""
     options = asked(approval.arguments).options
-    if choice is None or not choice.isdigit() or int(choice) >= len(options):
+    # ASCII digits only: "²" is a digit to ``str.isdigit`` and not to ``int``.
+    if choice is None or not (choice.isascii() and choice.isdigit()):
         return None
-    return options[int(choice)]
+    index = int(choice)
+    return options[index] if index < len(options) else None
 
 
 def result(approval: ApprovalRecord | None) -> str:
@@ -76,6 +80,13 @@ def result(approval: ApprovalRecord | None) -> str:
 def answered_note(approval: ApprovalRecord) -> str:
     """What the history and the prompt say once it is answered."""
     return f"{approval.decided_by} answered: {approval.answer}"
+
+
+def shown_with(question: str, note: str) -> str:
+    """A question's prompt once something happened to it: the question (its start, when
+    long: a platform that cuts a long edit must not cut the note) and the note."""
+    head = question if len(question) <= QUESTION_SHOWN else question[:QUESTION_SHOWN] + "…"
+    return f"{head}\n{note}"
 
 
 def ask_user_factory() -> Callable[[TurnContext], list[Tool]]:

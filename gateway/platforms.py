@@ -184,6 +184,8 @@ class Sink:
                 )
             except ApprovalError as exc:
                 await tell(refusal(exc))
+            except Exception:
+                log.exception("answering a question failed", approval_id=press.approval_id)
             return
         if press.approval_id:
             decision = _DECISIONS.get(press.action)

@@ -107,7 +107,9 @@ def parse_answer(body: object) -> tuple[str, str]:
     choice = body.get("choice")
     if isinstance(choice, int) and not isinstance(choice, bool) and 0 <= choice < 100:
         choice = str(choice)
-    if choice != "other" and not (isinstance(choice, str) and choice.isdigit() and len(choice) < 3):
+    if choice != "other" and not (
+        isinstance(choice, str) and choice.isascii() and choice.isdigit() and len(choice) < 3
+    ):
         raise BadRequest("'choice' must be an option's index or \"other\"")
     user = body.get("user", "local")
     if not isinstance(user, str) or not _USER.fullmatch(user):

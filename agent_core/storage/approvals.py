@@ -184,6 +184,9 @@ def decide(
     history, and puts the turn back in the queue. ``answer``: a question's answer.
     """
     now = utcnow()
+    # Expiring is for an approval whose time is up: not one another process passed on
+    # (``escalate_to``) a moment ago, which waits again.
+    statement = _DECIDE.where(approvals.c.expires_at < now) if status == "expired" else _DECIDE
     params = {
         "b_id": approval_id,
         "b_status": status,
@@ -191,7 +194,7 @@ def decide(
         "b_now": now,
         "b_answer": answer,
     }
-    if conn.execute(_DECIDE, params).rowcount != 1:
+    if conn.execute(statement, params).rowcount != 1:
         return None
     decided = record(conn.execute(_BY_ID, {"b_id": approval_id}).one())
     if status == "allowed":

@@ -46,6 +46,8 @@ async def test_a_press_answers_the_question_and_the_turn_goes_on_with_the_choice
     assert stranger.status == 403
     assert "only they can answer it" in (await stranger.json())["error"]
     assert (await client.post(url, json={"choice": "maybe"})).status == 400
+    for digit in ("²", "①", "-1", " 1"):  # digits to str.isdigit, not to int()
+        assert (await client.post(url, json={"choice": digit})).status == 400
     assert (await client.post(url, json={"choice": 7})).status == 404
     assert (await client.post(url, json={"choice": "other"})).status == 404  # not offered
     assert (await client.post("/api/questions/ap_000000000000", json={"choice": 0})).status == 404

@@ -326,6 +326,33 @@ async def test_an_expired_approval_tells_the_model_and_the_user(database: Databa
     assert any("expired" in note for note in notes)
 
 
+async def test_an_approval_passed_on_is_not_expired_by_another_process(
+    database: Database,
+) -> None:
+    """``escalate_to``: one process passes the overdue approval on (it waits again, the
+    escalated person in its approvers); another process that found it overdue a moment
+    before cannot expire it, and its own pass finds nothing left to pass on."""
+    store, outbound, effects = Store(database), RecordingOutbound(), Effects()
+    rules = [PolicyRule(tool="charge", decision="ask", escalate_to=["web:boss"])]
+    model = ScriptedModel(_call("charge", '{"amount": 1}'))
+    conversation = await _say(store, "pay")
+    runner = _runner(store, model, outbound, effects, rules=rules, ttl=0.05)
+    await runner.run_conversation(conversation, owner="o", lease=30)
+    await asyncio.sleep(0.1)
+    [due] = await store.due_approvals()
+    assert await Approvals(store, outbound, admins=[]).expire_due() == []  # passed on
+    # The other process, going by the list it read before, expires what it found due.
+    stale = await store.decide_approval(due, status="expired", user="chatgate", note="late")
+    assert stale is None
+    assert await Approvals(store, outbound, admins=[]).expire_due() == []
+    passed = await store.approval(due)
+    assert passed is not None
+    assert (passed.status, passed.approvers, passed.escalate_to) == ("pending", ("web:boss",), ())
+    assert passed.expires_at > utcnow()
+    [copy] = [p for p in _prompts(outbound) if p.conversation.channel == "dm-boss"]
+    assert (copy.approval_id, copy.always_allow) == (due, False)
+
+
 async def test_an_unknown_outcome_is_not_re_run_without_asking(database: Database) -> None:
     """A non-idempotent call journaled as started (crash mid-call) is not repeated: the user
     is asked to Retry or Skip; Retry runs it once more."""

@@ -332,3 +332,16 @@ def test_a_questions_keyboard_and_its_presses_round_trip_within_64_bytes() -> No
         assert isinstance(press, ButtonPress)
         assert (press.approval_id, press.action) == ("ap_0123456789ab", expected[0])
         assert press.value == expected[1]
+
+
+def test_a_long_question_keeps_its_answer_when_telegram_shows_the_edit() -> None:
+    """The model writes the question: however much markup it holds, the edit that says who
+    answered what fits one Telegram message with the answer in it (a longer edit would be
+    cut, and the answer with it)."""
+    from adapters.chunking import TELEGRAM_LIMIT
+    from adapters.markdown import to_telegram_html
+    from agent_core.questions import shown_with
+
+    shown = to_telegram_html(shown_with("<b>x</b> " + "&" * 1490, "telegram:5 answered: yes"))
+    assert len(shown) <= TELEGRAM_LIMIT
+    assert shown.endswith("telegram:5 answered: yes")
