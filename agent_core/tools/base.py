@@ -86,6 +86,10 @@ class Tool:
     Building one creates a pydantic model from the signature: do it once, not per turn.
     """
 
+    # It asks a person and the turn waits for the answer (``ask_user``): it runs once the
+    # question is over, with the question in its context.
+    asks_person: bool = False
+
     def __init__(
         self,
         fn: ToolFunction,
@@ -98,8 +102,6 @@ class Tool:
         asks_person: bool = False,
     ) -> None:
         self._fn = fn
-        # It asks a person and the turn waits for the answer (``ask_user``): it runs once
-        # the question is over, with the question in its context.
         self.asks_person = asks_person
         self.name = name or fn.__name__
         self.description = description or inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0]
