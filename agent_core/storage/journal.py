@@ -28,8 +28,8 @@ from agent_core.records import (
 )
 from agent_core.storage import audit
 from agent_core.storage import usage as usage_sql
+from agent_core.storage.columns import UTCDateTime
 from agent_core.storage.schema import (
-    UTCDateTime,
     approvals,
     attachments,
     conversations,

@@ -16,7 +16,8 @@ from sqlalchemy import bindparam, insert, select, text, true, update
 from sqlalchemy.engine import Connection
 
 from agent_core.records import MemoryRecord, MemoryScope
-from agent_core.storage.schema import UTCDateTime, memories, messages
+from agent_core.storage.columns import UTCDateTime
+from agent_core.storage.schema import memories, messages
 
 WORDS = re.compile(r"\w+", re.UNICODE)
 # Half the weight at this age: recent facts come first among equally relevant ones.

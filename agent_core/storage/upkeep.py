@@ -21,8 +21,9 @@ from agent_core.events import utcnow
 from agent_core.journaled import Spend
 from agent_core.records import FinishedStep, MemoryRecord, Role, TurnRecord
 from agent_core.storage import journal
+from agent_core.storage.columns import UTCDateTime
 from agent_core.storage.memory import WORDS, match_query, remember
-from agent_core.storage.schema import UTCDateTime, jobs, maintenance, memories, model_usage
+from agent_core.storage.schema import jobs, maintenance, memories, model_usage
 from agent_core.storage.usage import day_of
 from agent_core.storage.usage import record as record_turn_spend
 

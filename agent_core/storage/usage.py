@@ -10,7 +10,8 @@ from sqlalchemy.engine import Connection
 
 from agent_core.budgets import Spent
 from agent_core.journaled import Spend
-from agent_core.storage.schema import UTCDateTime, model_usage, turns
+from agent_core.storage.columns import UTCDateTime
+from agent_core.storage.schema import model_usage, turns
 
 _RECORD = insert(model_usage).from_select(
     ["day", "user_id", "conversation_id", "turn_id", "model", "prompt_tokens",

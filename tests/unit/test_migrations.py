@@ -12,8 +12,9 @@ from sqlalchemy.engine import Connection
 
 from agent_core.errors import StorageError
 from agent_core.storage import database as database_module
+from agent_core.storage.columns import metadata
 from agent_core.storage.database import Database, newest_revision
-from agent_core.storage.schema import FTS_OBJECTS, metadata
+from agent_core.storage.schema import FTS_OBJECTS
 
 
 def _downgrade(connection: Connection, revision: str) -> None:

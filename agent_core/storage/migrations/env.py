@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from agent_core.storage.schema import FTS_OBJECTS, metadata
+from agent_core.storage.columns import metadata
+from agent_core.storage.schema import FTS_OBJECTS
 
 
 def _declared(
