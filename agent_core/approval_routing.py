@@ -18,6 +18,7 @@ import dataclasses
 
 import structlog
 
+from agent_core import questions
 from agent_core.delivery import Outbound
 from agent_core.events import ApprovalPrompt, Edit, MessageRef, Reply, utcnow
 from agent_core.records import ApprovalRecord
@@ -106,17 +107,23 @@ async def send_copies(
     return reached
 
 
-def prompt_of(approval: ApprovalRecord, *, key: str) -> ApprovalPrompt:
-    """The prompt of a stored approval (for its copies, sent away from its turn)."""
+def prompt_of(
+    approval: ApprovalRecord, *, key: str, reply_to: str | None = None, resend: bool = False
+) -> ApprovalPrompt:
+    """The prompt of a stored approval or question, delivered under ``key`` (as an answer
+    to ``reply_to``; ``resend``: an earlier attempt may have sent it)."""
     return ApprovalPrompt(
         conversation=approval.conversation,
         approval_id=approval.id,
         tool=approval.tool,
         arguments=approval.arguments if isinstance(approval.arguments, dict) else {},
         requested_by=approval.requested_by,
+        reply_to=reply_to,
         idempotency_key=key,
+        resend=resend,
         recovery=approval.kind == "recovery",
         always_allow=approval.always_allow,
+        question=questions.asked(approval.arguments) if approval.kind == "question" else None,
     )
 
 

@@ -31,7 +31,7 @@ from agent_core import approval_routing, questions, tracing
 from agent_core.approval_text import SHOWN_LIMIT, fits
 from agent_core.delivery import Outbound
 from agent_core.errors import Suspended
-from agent_core.events import ApprovalPrompt, utcnow
+from agent_core.events import utcnow
 from agent_core.faults import FaultPoints
 from agent_core.model import ToolCallRequest
 from agent_core.permissions import PermissionContext, Permissions, ToolCall
@@ -330,18 +330,11 @@ class ToolRound:
         already (a person can press as soon as the prompt shows)."""
         if self._observer:
             self._observer.approval_requested(approval.tool)
-        prompt = ApprovalPrompt(
-            conversation=turn.conversation,
-            approval_id=approval.id,
-            tool=approval.tool,
-            arguments=approval.arguments if isinstance(approval.arguments, dict) else {},
-            requested_by=turn.user,
+        prompt = approval_routing.prompt_of(
+            approval,
+            key=f"{turn.id}:{approval.seq}:prompt",
             reply_to=turn.reply_to,
-            idempotency_key=f"{turn.id}:{approval.seq}:prompt",
             resend=resend,
-            recovery=approval.kind == "recovery",
-            always_allow=approval.always_allow,
-            question=questions.asked(approval.arguments) if approval.kind == "question" else None,
         )
         receipt = await approval_routing.show(self._outbound, self._store, approval, prompt)
         self._faults.hit("after_prompt_send")

@@ -56,6 +56,9 @@ async def test_a_press_answers_the_question_and_the_turn_goes_on_with_the_choice
         await client.post(f"/api/approvals/{question['id']}", json={"decision": "approve"})
     ).status == 404
     assert len(model_server.requests) == 1
+    # Not the operator's to decide: the console's pending approvals leave it out.
+    pending = await (await client.get("/api/console/approvals")).json()
+    assert pending["items"] == []
 
     press = await client.post(url, json={"choice": 1})
     assert press.status == 200
