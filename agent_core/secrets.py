@@ -27,6 +27,12 @@ _REFERENCE = re.compile(r"\{\{\s*secret:([A-Za-z0-9_]+)\s*\}\}")
 _RUN = 8
 
 
+def without_cut_edge(text: str) -> str:
+    """Text cut off at a size limit, without its last few characters: the start of a
+    secret (shorter than a run the scrubber knows) could stand there unmatched."""
+    return text[: -(_RUN - 1)]
+
+
 def refers_to_secret(text: str) -> bool:
     """Does ``text`` hold a ``{{secret:NAME}}`` reference (however it is spaced)?"""
     return _REFERENCE.search(text) is not None

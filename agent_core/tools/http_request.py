@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import string
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -29,13 +30,15 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 import httpx
 from pydantic import Field
 
-from agent_core.secrets import Secrets, UnknownSecret
+from agent_core.secrets import Secrets, UnknownSecret, without_cut_edge
 from agent_core.tools.base import Tool, ToolContext, ToolFailed, TurnContext, compress
 
 Method = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 _SHOWN_HEADERS = ("content-type", "location", "retry-after")
 _MAX_BODY = 1024 * 1024
+# Every printable ASCII character: a charset must read these bytes as themselves.
+_ASCII = string.printable.encode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +228,26 @@ class _Request:
             for name in _SHOWN_HEADERS
             if name in response.headers
         )
-        text = bytes(data).decode(response.encoding or "utf-8", errors="replace")
-        cut = f"\n[... cut at {_MAX_BODY} bytes ...]" if len(data) >= _MAX_BODY else ""
+        text = _decoded(bytes(data), response.encoding)
+        cut = ""
+        if len(data) >= _MAX_BODY:
+            text, cut = without_cut_edge(text), f"\n[... cut at {_MAX_BODY} bytes ...]"
         status = f"HTTP {response.status_code} {response.reason_phrase}"
         # Cut to a few times what the model will be shown before scrubbing (the tool cuts
         # it again, to its limit, so no edge of this cut reaches the model).
         return secrets.scrub(compress(f"{status}\n{shown}\n{text}{cut}", 4 * output_limit))
+
+
+def _decoded(data: bytes, declared: str | None) -> str:
+    """The body as text, in its declared charset only when that charset reads ASCII as
+    ASCII. One that does not (UTF-16, EBCDIC, UTF-7) would turn a secret the server
+    echoed into characters no scrubber matches, which the model could encode back."""
+    encoding = declared or "utf-8"
+    try:
+        keeps_ascii = _ASCII.decode(encoding) == _ASCII.decode("ascii")
+    except (LookupError, ValueError):  # unknown, not a text codec, or cannot read ASCII
+        keeps_ascii = False
+    return data.decode(encoding if keeps_ascii else "utf-8", errors="replace")
 
 
 async def _capped_body(response: httpx.Response) -> bytearray:

@@ -356,3 +356,55 @@ async def test_a_secret_in_the_url_echoed_as_the_client_wrote_it_is_scrubbed(whe
     assert "[secret:GH]" in outcome.output
     for piece in ("ss%22w", "r{d}", "%604", "2%2002"):
         assert piece not in outcome.output, outcome.output
+
+
+@pytest.mark.parametrize("charset", ["utf-16-le", "utf-16", "cp500", "utf-32", "utf-7", "punycode"])
+async def test_a_charset_that_hides_ascii_does_not_carry_a_secret_past_the_scrubber(
+    charset: str,
+) -> None:
+    """A host that echoes the secret and labels the body with a charset that reads ASCII
+    as something else (UTF-16, EBCDIC ...): the body is read as UTF-8 instead, so the
+    secret is found, not handed to the model in a form it can encode back."""
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        sent = request.headers["x-token"].encode()
+        return httpx.Response(
+            200,
+            content=b'{"tok": "' + sent + b'"}',
+            headers={"content-type": f"text/plain; charset={charset}"},
+        )
+
+    tool = _tool([], answer=echo)
+    arguments = tool.validate(
+        {
+            "method": "GET",
+            "url": "https://echo.example/response-headers",
+            "headers": {"X-Token": "{{secret:GITHUB}}"},
+        }
+    )
+    outcome = await tool.run(arguments, CONTEXT)
+    assert outcome.status == "ok"
+    assert "[secret:GITHUB]" in outcome.output
+    assert CANARY[:8] not in outcome.output
+
+
+async def test_a_body_cut_at_the_cap_shows_no_start_of_a_secret_at_its_end() -> None:
+    """The cap cuts the body wherever it falls: a secret's first few characters standing
+    right before the cut (too few for the scrubber to know) are not shown."""
+    for shown in range(1, 8):
+
+        def echo(request: httpx.Request, shown: int = shown) -> httpx.Response:
+            sent = request.headers["x-token"].encode()
+            return httpx.Response(200, content=b"A" * (1024 * 1024 - shown) + sent + b"B" * 4096)
+
+        tool = _tool([], answer=echo)
+        arguments = tool.validate(
+            {
+                "method": "GET",
+                "url": "https://echo.example/big",
+                "headers": {"X-Token": "{{secret:GITHUB}}"},
+            }
+        )
+        outcome = await tool.run(arguments, CONTEXT)
+        assert outcome.output.endswith("A\n[... cut at 1048576 bytes ...]"), outcome.output[-60:]
+        assert CANARY[:2] not in outcome.output[-80:]
