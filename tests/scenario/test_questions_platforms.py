@@ -18,7 +18,7 @@ import pytest
 from tests.fakes.discord_server import CHANNEL as DISCORD_CHANNEL
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.gateway import GatewayProcess
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, Scripted
 from tests.fakes.slack_server import FakeSlack, posted_ts
 from tests.fakes.telegram_server import FakeTelegram
 from tests.scenario.test_approvals_api import tool_call
@@ -266,5 +266,62 @@ def test_discord_asks_with_message_components(
             time.sleep(1)
             assert len(model_server.requests) == 3
             assert len(discord.created) == 3
+        finally:
+            gateway.stop()
+
+
+def test_answering_one_of_two_prompts_does_not_post_the_other_again(
+    database_url: str, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    """One response asks a question and calls a command that needs approval. The answer
+    wakes the turn while the approval still waits: its prompt, already shown, is not
+    posted again (Telegram cannot tell a repeat), the command does not run, and once it is
+    approved the turn goes on with both results, once."""
+    both = Scripted(
+        tool_calls=[
+            {
+                "id": "call_q",
+                "type": "function",
+                "function": {"name": "ask_user", "arguments": json.dumps(FIRST)},
+            },
+            {
+                "id": "call_c",
+                "type": "function",
+                "function": {
+                    "name": "run_command",
+                    "arguments": json.dumps({"command": "echo ran >> runs; cat runs"}),
+                },
+            },
+        ]
+    )
+    model_server.script(both, "Deployed to production.")
+    with FakeTelegram() as telegram:
+        gateway = telegram_gateway(database_url, model_server, telegram, tmp_path)
+        gateway.start()
+        try:
+            assert _post(gateway, _text("deploy it")) == 200
+            prompts = telegram.wait_for("sendMessage", 2)
+            keyboards = [p["reply_markup"]["inline_keyboard"] for p in prompts]
+            question = next(k for k in keyboards if k[0][0]["callback_data"].startswith("qa:"))
+            approval = next(k for k in keyboards if k[0][0]["callback_data"].startswith("ap:"))
+            _waits(gateway)
+            production = question[0][1]["callback_data"]
+            first = next(m for m in telegram.delivered if "Which environment" in m["text"])
+            assert _post(gateway, _callback(production, user=ALICE, message=first)) == 200
+            telegram.wait_for("editMessageText", 1)
+            _waits(gateway, 2)  # woken by the answer, it waits again for the approval
+            assert len(telegram.called("sendMessage")) == 2
+            assert len(model_server.requests) == 1
+            other = next(m for m in telegram.delivered[:2] if m is not first)
+            approve = approval[0][0]["callback_data"]
+            assert _post(gateway, _callback(approve, user=ALICE, message=other)) == 200
+            sent = telegram.wait_for("sendMessage", 3)
+            assert sent[2]["text"] == "Deployed to production."
+            results = [m["content"] for m in model_server.requests[1]["messages"][-2:]]
+            assert json.loads(results[0])["answer"] == "production"
+            assert results[1] == "exit code 0\nran\n"
+            time.sleep(1)
+            assert len(telegram.called("sendMessage")) == 3
+            assert len(model_server.requests) == 2
         finally:
             gateway.stop()
