@@ -91,7 +91,11 @@ def _thread_reply(text: str, *, ts: str, thread: str) -> dict[str, Any]:
 def test_a_deleted_slack_message_is_gone_from_what_the_next_turn_sees(
     database_url: str, model_server: FakeModelServer, slack: FakeSlack, tmp_path: Path
 ) -> None:
-    process = _platform_gateway(database_url, model_server, slack, tmp_path)
+    # Replies are counted as chat.postMessage: unstreamed, so a reply that takes over a
+    # second on a loaded machine is not shown as a Slack stream instead.
+    process = _platform_gateway(
+        database_url, model_server, slack, tmp_path, CHATGATE_STREAM_REPLIES="false"
+    )
     process.start()
     try:
         thread = "1700000100.000100"
@@ -147,8 +151,9 @@ def test_a_slack_edit_follows_the_turn_it_belongs_to(
     and its turn reads the new text. steer: the running turn's own message is edited, and
     the edit joins that turn before its next model call (no turn of its own)."""
     process = _platform_gateway(
-        database_url, model_server, slack, tmp_path, CHATGATE_BUSY_MODE=busy
-    )
+        database_url, model_server, slack, tmp_path,
+        CHATGATE_BUSY_MODE=busy, CHATGATE_STREAM_REPLIES="false",
+    )  # fmt: skip
     process.start()
     try:
         thread = "1700000100.000100"
