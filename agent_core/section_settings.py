@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -102,6 +102,20 @@ class McpSettings(BaseModel):
                     f"server names are up to 24 lower-case letters, digits and -, not {name!r}"
                 )
         return value
+
+
+class SuggestedPrompt(BaseModel):
+    """One of ``[[slack_suggested_prompts]]``: offered when someone opens the app's
+    Messages tab in Slack (a button that sends ``message`` as theirs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    title: str = Field(min_length=1)
+    message: str = Field(min_length=1)
+
+
+# Slack shows at most four.
+SuggestedPrompts = Annotated[list[SuggestedPrompt], Field(max_length=4)]
 
 
 class ProfileSetting(BaseModel):

@@ -26,7 +26,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent_core.events import PLATFORMS
 from agent_core.permissions import PolicyRule
-from agent_core.section_settings import McpSettings, ProfileSetting, SecretSetting, ToolSettings
+from agent_core.section_settings import (
+    McpSettings,
+    ProfileSetting,
+    SecretSetting,
+    SuggestedPrompts,
+    ToolSettings,
+)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are chatgate, a helpful assistant working inside a team chat. "
@@ -63,6 +69,10 @@ def _key(field: str) -> Any:
     return Field(None, validation_alias=AliasChoices(env_name(field), field))
 
 
+def _list_key(field: str) -> Any:
+    return Field(default_factory=list, validation_alias=AliasChoices(env_name(field), field))
+
+
 CommaList = Annotated[list[str], NoDecode]
 
 
@@ -83,10 +93,7 @@ class Settings(BaseSettings):
     model: str | None = _key("model")
     model_api_base: str | None = _key("model_api_base")
     model_api_key: SecretStr | None = _key("model_api_key")
-    fallback_models: CommaList = Field(
-        default_factory=list,
-        validation_alias=AliasChoices("CHATGATE_FALLBACK_MODELS", "fallback_models"),
-    )
+    fallback_models: CommaList = _list_key("fallback_models")
     model_context_tokens: int | None = Field(
         None,
         ge=256,
@@ -196,15 +203,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("CHATGATE_SYSTEM_PROMPT", "system_prompt"),
     )
 
-    admins: CommaList = Field(
-        default_factory=list, validation_alias=AliasChoices("CHATGATE_ADMINS", "admins")
-    )
+    admins: CommaList = _list_key("admins")
     access: Literal["pairing", "allowlist", "open"] = Field(
         "pairing", validation_alias=AliasChoices("CHATGATE_ACCESS", "access")
     )
-    allow: CommaList = Field(
-        default_factory=list, validation_alias=AliasChoices("CHATGATE_ALLOW", "allow")
-    )
+    allow: CommaList = _list_key("allow")
     web_token: SecretStr | None = _key("web_token")
     # Set: GET /metrics wants Authorization: Bearer METRICS_TOKEN.
     metrics_token: SecretStr | None = _key("metrics_token")
@@ -369,13 +372,9 @@ class Settings(BaseSettings):
     max_steps: int = Field(
         16, ge=1, le=200, validation_alias=AliasChoices("CHATGATE_MAX_STEPS", "max_steps")
     )
-    policy: list[PolicyRule] = Field(
-        default_factory=list, validation_alias=AliasChoices("CHATGATE_POLICY", "policy")
-    )
+    policy: list[PolicyRule] = _list_key("policy")
     # Named models and system prompts to replay and evaluate with (``[[profile]]``).
-    profile: list[ProfileSetting] = Field(
-        default_factory=list, validation_alias=AliasChoices("CHATGATE_PROFILE", "profile")
-    )
+    profile: list[ProfileSetting] = _list_key("profile")
     secrets: dict[str, SecretSetting] = Field(
         default_factory=dict, validation_alias=AliasChoices("CHATGATE_SECRETS", "secrets")
     )
@@ -389,10 +388,7 @@ class Settings(BaseSettings):
     )
     # Testing only: step boundaries at which the process kills itself. From the
     # environment only (load_settings refuses it in chatgate.toml).
-    test_fault: CommaList = Field(
-        default_factory=list,
-        validation_alias=AliasChoices("CHATGATE_TEST_FAULT", "test_fault"),
-    )
+    test_fault: CommaList = _list_key("test_fault")
 
     slack_bot_token: SecretStr | None = _key("slack_bot_token")
     slack_signing_secret: SecretStr | None = _key("slack_signing_secret")
@@ -400,6 +396,8 @@ class Settings(BaseSettings):
     slack_api_url: str = Field(
         "https://slack.com/api/", validation_alias=AliasChoices("SLACK_API_URL", "slack_api_url")
     )
+    # Offered when someone opens the app's Messages tab (README, "Slack").
+    slack_suggested_prompts: SuggestedPrompts = _list_key("slack_suggested_prompts")
     telegram_bot_token: SecretStr | None = _key("telegram_bot_token")
     telegram_webhook_secret: SecretStr | None = _key("telegram_webhook_secret")
     telegram_api_url: str = Field(
@@ -416,10 +414,7 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("DISCORD_GATEWAY_URL", "discord_gateway_url"),
     )
     # Guilds whose application commands chatgate registers (unset: global commands).
-    discord_command_guilds: CommaList = Field(
-        default_factory=list,
-        validation_alias=AliasChoices("DISCORD_COMMAND_GUILDS", "discord_command_guilds"),
-    )
+    discord_command_guilds: CommaList = _list_key("discord_command_guilds")
     # How far back a new Discord gateway session reads what was written while no session
     # heard (0: not at all).
     discord_catch_up_seconds: float = Field(

@@ -1,7 +1,8 @@
 """The App Home tab kept current: published (``views.publish``) when a person opens it
 (``app_home_opened``), and again after a press in it, or a press elsewhere by someone whose
-Home this process has shown. Each publish is a task this object owns, bounded, and drained
-when the adapter stops.
+Home this process has shown; and the configured suggested prompts offered when a person
+opens the Messages tab (their DM with the app). Each publish is a task this object owns,
+bounded, and drained when the adapter stops.
 
 A press in the Home is handed to the gateway like any other (``EventSink``) and waited
 for; its refusal, if any, is shown at the top of the redrawn Home. "Forget me" becomes
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -23,9 +24,11 @@ from adapters.base import BadRequest, EventSink, NotStoredInTime
 from adapters.slack.home import home_view
 from adapters.slack.parse import home_dm, parse_action, parse_home_forget, user_id
 from adapters.slack.send import SlackSender
+from adapters.slack.session import suggest_prompts
 from agent_core.errors import DeliveryError
 from agent_core.events import ButtonPress, InboundMessage, Platform
 from agent_core.home import PersonHome
+from agent_core.section_settings import SuggestedPrompt
 
 log = structlog.get_logger("chatgate.slack")
 
@@ -41,23 +44,34 @@ _PRESS_SECONDS = 30.0
 class AppHome:
     """Publishes people's App Home tabs from the gateway's :data:`HomeSource`."""
 
-    def __init__(self, sender: SlackSender, source: HomeSource) -> None:
+    def __init__(
+        self,
+        sender: SlackSender,
+        source: HomeSource,
+        prompts: Sequence[SuggestedPrompt] = (),
+    ) -> None:
         self._sender = sender
         self._source = source
+        self._prompts = tuple(prompts)
         self._running: set[asyncio.Task[None]] = set()
         self._limit = asyncio.Semaphore(_AT_ONCE)
         # Whose Home this process has shown: their DM with the app, and team.
         self._shown: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
 
     def opened(self, body: Mapping[str, Any]) -> None:
-        """``app_home_opened`` on the Home tab: publish it (the Messages tab: nothing)."""
+        """``app_home_opened``: on the Home tab, publish it; on the Messages tab (where the
+        agent messaging experience starts a chat), offer the suggested prompts."""
         event = body.get("event")
-        if not isinstance(event, Mapping) or event.get("tab") != "home":
+        if not isinstance(event, Mapping) or event.get("tab") not in ("home", "messages"):
             return
         slack_user, channel = event.get("user"), event.get("channel")
         if not isinstance(slack_user, str) or not slack_user:
             raise BadRequest("app_home_opened needs 'user'")
         dm = channel if isinstance(channel, str) and channel.startswith("D") else None
+        if event["tab"] == "messages":
+            if dm is not None and self._prompts:
+                self._spawn(suggest_prompts(self._sender, dm, self._prompts))
+            return
         team = body.get("team_id") if isinstance(body.get("team_id"), str) else None
         self._spawn(self._publish(user_id(slack_user), team=team, dm=dm))
 

@@ -80,7 +80,7 @@ class SlackAdapter(SenderLifecycle[SlackSender]):
         self.hearing = Hearing()
         self._bolt_app: Any = None
         self._home = (
-            AppHome(self.sender, hooks.home)
+            AppHome(self.sender, hooks.home, settings.slack_suggested_prompts)
             if hooks is not None and hooks.home is not None
             else None
         )

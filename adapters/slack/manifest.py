@@ -42,7 +42,7 @@ _WHY = {
     "files:write": "files the agent sends (send_file)",
     "reactions:write": "what a turn that takes a while is doing, on its message",
     "reactions:read": "thumbs up/down on the agent's replies, kept as feedback",
-    "assistant:write": "the agent session of a thread: its status, title and Stop button",
+    "assistant:write": "the agent session of a thread (status, title, Stop) and suggested prompts",
     "im:write": "approval prompts sent to approvers' DMs ([[policy]] route)",
 }
 

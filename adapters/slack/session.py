@@ -1,6 +1,7 @@
 """Slack's agent sessions: the status a thread with the agent shows (working, waiting, done)
 and its title, and the native Stop button Slack shows while the session is ``processing``
-(pressed, it sends ``agent_session_stopped``: ``adapters.slack.parse.parse_session_stop``).
+(pressed, it sends ``agent_session_stopped``: ``adapters.slack.parse.parse_session_stop``);
+and the suggested prompts offered when someone opens the app's Messages tab.
 
 ``agents.sessions.setStatus`` creates the session on its first call (its title is taken
 then, from the message that started it) and updates it after. Sessions are thread-based,
@@ -11,8 +12,10 @@ for streaming.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import aiohttp
 import structlog
 from slack_sdk.errors import SlackApiError
 
@@ -20,6 +23,7 @@ from adapters.slack.parse import bare_user
 from agent_core.errors import DeliveryError
 from agent_core.events import ConversationKey
 from agent_core.records import TurnState
+from agent_core.section_settings import SuggestedPrompt
 
 if TYPE_CHECKING:
     from adapters.slack.send import SlackSender
@@ -72,3 +76,18 @@ async def set_status(
             return
         raise DeliveryError(f"slack: {error}") from exc
     sender.sessions = True
+
+
+async def suggest_prompts(sender: SlackSender, dm: str, prompts: Sequence[SuggestedPrompt]) -> None:
+    """Offer ``prompts`` in the person's DM with the app, as the agent messaging experience
+    has it: for the DM's latest message, without a ``thread_ts`` (which only the retired
+    assistant experience takes: an agent app's call with one silently does nothing). A
+    refusal is logged; the DM works without them."""
+    try:
+        await sender.client.assistant_threads_setSuggestedPrompts(
+            channel_id=dm, prompts=[{"title": p.title, "message": p.message} for p in prompts]
+        )
+    except SlackApiError as exc:
+        log.warning("slack refused the suggested prompts", dm=dm, error=exc.response.get("error"))
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        log.warning("slack unreachable for the suggested prompts", dm=dm, error=str(exc))

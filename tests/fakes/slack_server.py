@@ -315,6 +315,8 @@ class FakeSlack(LoopbackServer):
             return web.json_response(self._stream(method, arguments))
         if method == "agents.sessions.setStatus":
             return web.json_response(self._session(arguments))
+        if method == "assistant.threads.setSuggestedPrompts":
+            return web.json_response(self._suggest(arguments))
         if method == "conversations.open":
             if "im:write" not in self.scopes.split(","):
                 return web.json_response(
@@ -347,6 +349,22 @@ class FakeSlack(LoopbackServer):
             return {"ok": False, "error": "user_not_found"}
         self.homes[str(arguments["user_id"])] = view
         return {"ok": True, "view": {"id": "V0HOME", **view}}
+
+    def _suggest(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """assistant.threads.setSuggestedPrompts, checked as Slack documents it: a channel,
+        one to four prompts each with a title and a message (an agent app's call with a
+        thread_ts does nothing, which the tests see in the recorded call)."""
+        prompts = arguments.get("prompts")
+        prompts = json.loads(prompts) if isinstance(prompts, str) else prompts
+        if not str(arguments.get("channel_id") or "").startswith(("C", "D", "G")):
+            return {"ok": False, "error": "channel_not_found"}
+        if (
+            not isinstance(prompts, list)
+            or not 1 <= len(prompts) <= 4
+            or not all(isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts)
+        ):
+            return {"ok": False, "error": "invalid_arguments"}
+        return {"ok": True}
 
     def _react(self, method: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The bot's reactions per message, as Slack keeps them."""

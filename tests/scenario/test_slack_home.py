@@ -2,7 +2,8 @@
 fake Slack, an echo server counting the tool's requests): published on
 ``app_home_opened`` with the person's schedules and the approval waiting for them;
 Approve pressed there runs the call once and the reply lands in the original thread;
-the Home is redrawn after each press; "Forget me" asks in the DM."""
+the Home is redrawn after each press; "Forget me" asks in the DM; opening the Messages tab
+offers the configured suggested prompts."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ from tests.scenario.test_tool_crashes import tool_call
 DM = "D0ALICE"
 SCHEDULED_AT = "1700001000.000100"
 ASKED_AT = "1700001100.000100"
+PROMPTS = [
+    ("My schedules", "What do I have scheduled?"),
+    ("Summarize", "Summarize this week's incidents"),
+]
 
 
 @pytest.fixture
@@ -45,7 +50,11 @@ def gateway(
 ) -> Iterator[tuple[GatewayProcess, FakeSlack]]:
     """A Slack gateway where http_request may reach the echo server (a POST asks)."""
     (tmp_path / "chatgate.toml").write_text(
-        f'[tools.http_request]\nallowed_hosts = ["{echo.entry}"]\n'
+        "".join(
+            f'[[slack_suggested_prompts]]\ntitle = "{title}"\nmessage = "{message}"\n'
+            for title, message in PROMPTS
+        )
+        + f'[tools.http_request]\nallowed_hosts = ["{echo.entry}"]\n'
     )
     with FakeSlack() as slack:
         process = GatewayProcess(
@@ -209,6 +218,26 @@ def test_forget_me_in_the_home_asks_in_the_dm(gateway: tuple[GatewayProcess, Fak
     assert question["channel"] == DM
     assert [b["text"]["text"] for b in buttons(question)] == ["Erase my data", "Keep it"]
     assert slack.posted("chat.postEphemeral") == []
+
+
+def test_opening_the_messages_tab_offers_the_suggested_prompts(
+    gateway: tuple[GatewayProcess, FakeSlack],
+) -> None:
+    """The agent messaging experience starts a chat when the person opens the Messages tab
+    (``app_home_opened`` with ``tab: messages``): the prompts of chatgate.toml are set on
+    their DM, without a thread_ts (an agent app's call with one does nothing). The Home
+    tab publishes the Home and sets no prompts."""
+    process, slack = gateway
+    assert home_opened(process, tab="messages") == 200
+    [call] = slack.wait_for("assistant.threads.setSuggestedPrompts", 1)
+    assert call["channel_id"] == DM
+    assert "thread_ts" not in call
+    assert [(p["title"], p["message"]) for p in call["prompts"]] == PROMPTS
+    assert slack.called("views.publish") == []
+    assert home_opened(process, tab="home") == 200
+    published(slack, 1)
+    time.sleep(0.5)
+    assert len(slack.called("assistant.threads.setSuggestedPrompts")) == 1
 
 
 def test_a_members_role_reaches_prompts_they_see_not_every_home(

@@ -159,6 +159,15 @@ approvers = ["slack:U123"]
         ('[[policy]]\ntool = "x"\nargs = { a = "(" }\ndecision = "allow"\n', "policy[0].args"),
         ("[tools.run_command]\nmemory_mb = 1\n", "tools.run_command.memory_mb"),
         ("[tools.nope]\nx = 1\n", "tools.nope"),
+        ('[[slack_suggested_prompts]]\ntitle = "x"\n', "slack_suggested_prompts[0].message"),
+        (
+            '[[slack_suggested_prompts]]\ntitle = "x"\nmessage = ""\n',
+            "slack_suggested_prompts[0].message",
+        ),
+        (
+            '[[slack_suggested_prompts]]\ntitle = "x"\nmessage = "y"\n' * 5,
+            "slack_suggested_prompts",
+        ),
     ],
 )
 def test_bad_sections_name_the_nested_key(tmp_path: Path, text: str, key: str) -> None:
