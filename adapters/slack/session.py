@@ -80,7 +80,7 @@ async def set_status(
 
 async def suggest_prompts(sender: SlackSender, dm: str, prompts: Sequence[SuggestedPrompt]) -> None:
     """Offer ``prompts`` in the person's DM with the app, as the agent messaging experience
-    has it: for the DM's latest message, without a ``thread_ts`` (which only the retired
+    has it: for the DM's latest message, without a ``thread_ts`` (which only the older
     assistant experience takes: an agent app's call with one silently does nothing). A
     refusal is logged; the DM works without them."""
     try:
