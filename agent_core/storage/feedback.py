@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -218,20 +218,27 @@ def question_failed(conn: Connection, feedback_id: int) -> None:
     )
 
 
+# Asked for every message the ledger takes: built once (building it costs more than
+# running it).
+_AWAITING = (
+    select(feedback.c.id)
+    .where(
+        feedback.c.conversation_id == bindparam("b_conversation"),
+        feedback.c.user_id == bindparam("b_user"),
+        feedback.c.rating == "down",
+        feedback.c.comment.is_(None),
+        feedback.c.asked_at >= bindparam("b_since"),
+    )
+    .order_by(feedback.c.asked_at.desc())
+    .limit(1)
+)
+
+
 def awaiting(conn: Connection, conversation_id: str, user: str, *, since: datetime) -> int | None:
     """The rating whose "what went wrong?" ``user`` has yet to answer here (asked since
     ``since``), if any: their message is its answer (``ledger.accept``)."""
     found = conn.execute(
-        select(feedback.c.id)
-        .where(
-            feedback.c.conversation_id == conversation_id,
-            feedback.c.user_id == user,
-            feedback.c.rating == "down",
-            feedback.c.comment.is_(None),
-            feedback.c.asked_at >= since,
-        )
-        .order_by(feedback.c.asked_at.desc())
-        .limit(1)
+        _AWAITING, {"b_conversation": conversation_id, "b_user": user, "b_since": since}
     ).scalar()
     return int(found) if found is not None else None
 

@@ -4,12 +4,26 @@ stored together or not at all."""
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.engine import Connection
 
 from agent_core.records import ApprovalRecord
 from agent_core.storage import approvals as approval_sql
 from agent_core.storage.schema import approvals
+
+# Asked for every message the ledger takes: built once (building it costs more than
+# running it on an empty table).
+_ANSWERING = (
+    select(approvals.c.id)
+    .where(
+        approvals.c.conversation_id == bindparam("b_conversation"),
+        approvals.c.status == "pending",
+        approvals.c.kind == "question",
+        approvals.c.answering == bindparam("b_user"),
+    )
+    .order_by(approvals.c.created_at)
+    .limit(1)
+)
 
 
 def mark_answering(conn: Connection, approval_id: str, user: str) -> ApprovalRecord | None:
@@ -33,17 +47,7 @@ def typed_answer(
 ) -> ApprovalRecord | None:
     """Answer the question ``user`` pressed "Other" on in this conversation with ``text``
     (the oldest, if several wait); None when none waits for them."""
-    waiting = conn.execute(
-        select(approvals.c.id)
-        .where(
-            approvals.c.conversation_id == conversation_id,
-            approvals.c.status == "pending",
-            approvals.c.kind == "question",
-            approvals.c.answering == user,
-        )
-        .order_by(approvals.c.created_at)
-        .limit(1)
-    ).scalar()
+    waiting = conn.execute(_ANSWERING, {"b_conversation": conversation_id, "b_user": user}).scalar()
     if waiting is None:
         return None
     return approval_sql.decide(
