@@ -140,7 +140,12 @@ async def pass_on(
     passed = await store.escalate_approval(approval.id, until=utcnow() + waited)
     if passed is None:
         return None
-    to = [person for person in approval.escalate_to if person not in approval.approvers]
+    # Reached as route's approvers are: on the conversation's platform.
+    to = [
+        person
+        for person in people(approval.escalate_to, approval.conversation.platform)
+        if person not in approval.approvers
+    ]
     prompt = prompt_of(passed, key=f"{approval.id}:escalated")
     reached = await send_copies(outbound, store, passed, prompt, to)
     note = (

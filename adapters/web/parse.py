@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from adapters.base import BadRequest
 from adapters.web.uploads import UPLOAD_ID
@@ -18,13 +18,22 @@ _USER = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
 ScheduleVerb = Literal["pause", "resume", "delete"]
 
 
+def _web_user(body: Mapping[str, Any]) -> str:
+    """The body's ``user`` (a label: every ``web:`` name is the one local principal) as
+    chatgate names it, ``web:local`` when absent."""
+    user = body.get("user", "local")
+    if not isinstance(user, str) or not _USER.fullmatch(user):
+        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    return f"web:{user}"
+
+
 def parse_message(body: object, *, event_id: str | None = None) -> InboundMessage:
     """Turn a ``POST /api/messages`` body into an inbound event, or raise BadRequest."""
     if not isinstance(body, Mapping):
         raise BadRequest("expected a JSON object")
     conversation = body.get("conversation")
     text = body.get("text")
-    user = body.get("user", "local")
+    user = _web_user(body)
     client_id = body.get("id", event_id)
     if not isinstance(conversation, str) or not conversation.strip():
         raise BadRequest("'conversation' must be a non-empty string")
@@ -35,15 +44,13 @@ def parse_message(body: object, *, event_id: str | None = None) -> InboundMessag
         raise BadRequest("'text' must be a non-empty string")
     if len(text) > MAX_TEXT:
         raise BadRequest(f"'text' must be at most {MAX_TEXT} characters")
-    if not isinstance(user, str) or not _USER.fullmatch(user):
-        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
     if client_id is not None and (not isinstance(client_id, str) or not 0 < len(client_id) <= 128):
         raise BadRequest("'id' must be a string of 1-128 characters")
     return InboundMessage(
         platform="web",
         workspace=WORKSPACE,
         channel=conversation.strip(),
-        user=f"web:{user}",
+        user=user,
         text=text if text.strip() else "(attachment)",
         platform_event_id=client_id or uuid.uuid4().hex,
         attachments=files,
@@ -80,10 +87,7 @@ def parse_decision(body: object) -> tuple[ApprovalDecision, str]:
     decision = body.get("decision")
     if decision not in get_args(ApprovalDecision):
         raise BadRequest(f"'decision' must be one of {', '.join(get_args(ApprovalDecision))}")
-    user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.fullmatch(user):
-        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
-    return cast(ApprovalDecision, decision), f"web:{user}"
+    return cast(ApprovalDecision, decision), _web_user(body)
 
 
 def parse_choice(body: object) -> tuple[str, str]:
@@ -93,10 +97,7 @@ def parse_choice(body: object) -> tuple[str, str]:
     value = body.get("value")
     if not isinstance(value, str) or not 0 < len(value) <= 64:
         raise BadRequest("'value' must be the pressed button's value")
-    user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.fullmatch(user):
-        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
-    return value, f"web:{user}"
+    return value, _web_user(body)
 
 
 def parse_answer(body: object) -> tuple[str, str]:
@@ -111,10 +112,7 @@ def parse_answer(body: object) -> tuple[str, str]:
         isinstance(choice, str) and choice.isascii() and choice.isdigit() and len(choice) < 3
     ):
         raise BadRequest("'choice' must be an option's index or \"other\"")
-    user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.fullmatch(user):
-        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
-    return str(choice), f"web:{user}"
+    return str(choice), _web_user(body)
 
 
 def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
@@ -125,9 +123,7 @@ def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
     action = body.get("action")
     if action not in get_args(ScheduleVerb):
         raise BadRequest(f"'action' must be one of {', '.join(get_args(ScheduleVerb))}")
-    user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.fullmatch(user):
-        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
+    user = _web_user(body)
     message_id = body.get("message_id")
     if message_id is not None and (
         isinstance(message_id, bool)
@@ -135,7 +131,7 @@ def parse_schedule_action(body: object) -> tuple[ScheduleVerb, str, int | None]:
         or not 1 <= message_id < 2**63
     ):
         raise BadRequest("'message_id' must be a message id (1 to 2**63-1)")
-    return cast(ScheduleVerb, action), f"web:{user}", message_id
+    return cast(ScheduleVerb, action), user, message_id
 
 
 def parse_rating(body: object) -> tuple[int, Rating | None, str]:
@@ -153,7 +149,4 @@ def parse_rating(body: object) -> tuple[int, Rating | None, str]:
     rating = body.get("rating")
     if rating not in get_args(Rating) and rating is not None:
         raise BadRequest("'rating' must be up, down or null")
-    user = body.get("user", "local")
-    if not isinstance(user, str) or not _USER.fullmatch(user):
-        raise BadRequest("'user' must be 1-64 letters, digits or _.@+-")
-    return message_id, cast(Rating | None, rating), f"web:{user}"
+    return message_id, cast(Rating | None, rating), _web_user(body)

@@ -7,9 +7,9 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import BodyPartReader, web
 
@@ -43,9 +43,9 @@ from agent_core.errors import (
 )
 from agent_core.events import utcnow
 from agent_core.journaled import Choices, item_json
-from agent_core.records import ConversationRecord
+from agent_core.records import ApprovalDecision, ApprovalRecord, ConversationRecord
 from gateway.console_people import forget_person
-from gateway.inbound import refusal
+from gateway.inbound import Inbound, refusal
 from gateway.routes import PLATFORM_HEARING, Handler, read_json
 from gateway.runtime import RUNTIME
 
@@ -297,48 +297,60 @@ async def sent_file(request: web.Request) -> web.StreamResponse:
 async def decide(request: web.Request) -> web.Response:
     """Approve, allow in this conversation, or deny: 200 with the new status; 409 when
     someone decided first; 403 when this user may not decide it."""
-    runtime = request.app[RUNTIME]
-    body = await read_json(request)
-    try:
-        decision, user = parse_decision(body)
-    except BadRequest as exc:
-        return json_error(400, str(exc))
-    approval_id = request.match_info["id"]
-    try:
-        decided = await runtime.inbound.decide(approval_id, decision=decision, user=user)
-    except ApprovalNotFound:
-        return json_error(404, "no such approval")
-    except NotAllowedToDecide as exc:
-        return json_error(403, refusal(exc))
-    except AlreadyDecided:
-        current = await runtime.store.approval(approval_id)
-        extra = approval_item(current) if current else {}
-        return json_error(409, "already decided", approval=extra)
-    return web.json_response(approval_item(decided))
+
+    async def act(
+        inbound: Inbound, approval_id: str, decision: ApprovalDecision, user: str
+    ) -> ApprovalRecord:
+        return await inbound.decide(approval_id, decision=decision, user=user)
+
+    return await _pressed(request, parse_decision, act, missing="no such approval", late="decided")
 
 
 async def answer_question(request: web.Request) -> web.Response:
     """A press of an ``ask_user`` question's button: ``{"choice": INDEX | "other"}``; 200
     with the question (answered, or waiting for the typed answer after "Other"); 404 no
     such question or option; 403 it asks someone else; 409 answered already."""
+
+    async def act(inbound: Inbound, approval_id: str, choice: str, user: str) -> ApprovalRecord:
+        return await inbound.answer(approval_id, choice=choice, user=user)
+
+    return await _pressed(
+        request, parse_answer, act, missing="no such question or option", late="answered"
+    )
+
+
+# What a press carries: a decision, or a question's choice.
+_Pressed = TypeVar("_Pressed", bound=str)
+
+
+async def _pressed(
+    request: web.Request,
+    parse: Callable[[object], tuple[_Pressed, str]],
+    act: Callable[[Inbound, str, _Pressed, str], Awaitable[ApprovalRecord]],
+    *,
+    missing: str,
+    late: str,
+) -> web.Response:
+    """A press on an approval's or a question's card: the body parsed (400), the press
+    acted on; 404 ``missing``, 403 with the refusal, 409 (``late``) with where it stands."""
     runtime = request.app[RUNTIME]
     body = await read_json(request)
     try:
-        choice, user = parse_answer(body)
+        value, user = parse(body)
     except BadRequest as exc:
         return json_error(400, str(exc))
     approval_id = request.match_info["id"]
     try:
-        answered = await runtime.inbound.answer(approval_id, choice=choice, user=user)
+        done = await act(runtime.inbound, approval_id, value, user)
     except ApprovalNotFound:
-        return json_error(404, "no such question or option")
+        return json_error(404, missing)
     except NotAllowedToDecide as exc:
         return json_error(403, refusal(exc))
     except AlreadyDecided:
         current = await runtime.store.approval(approval_id)
         extra = approval_item(current) if current else {}
-        return json_error(409, "already answered", approval=extra)
-    return web.json_response(approval_item(answered))
+        return json_error(409, f"already {late}", approval=extra)
+    return web.json_response(approval_item(done))
 
 
 async def change_schedule(request: web.Request) -> web.Response:
