@@ -151,8 +151,8 @@ async def pass_on(
     note = (
         f"Nobody decided on {approval.tool} in time: passed on to {', '.join(reached)}."
         if reached
-        else f"Nobody decided on {approval.tool} in time, and {', '.join(to)} could not be "
-        "reached: it still waits here."
+        else f"Nobody decided on {approval.tool} in time, and "
+        f"{', '.join(to) or 'nobody it names here'} could not be reached: it still waits here."
     )
     try:
         await outbound.send(
